@@ -1,0 +1,5 @@
+"""The APF core: kube-apiserver v1.37 priority and fairness as pure logic.
+
+Nothing in this package imports SimPy or the server model. Time reaches it through
+`simapf.apf.clock.Scheduler`, in integer nanoseconds.
+"""

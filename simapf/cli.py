@@ -26,6 +26,37 @@ def main() -> None:
     """simapf: simulate kube-apiserver memory and CPU under API Priority and Fairness."""
 
 
+@main.command("apf-report")
+@click.option("--server-concurrency", default=600, show_default=True, type=click.IntRange(min=1),
+              help="--max-requests-inflight plus --max-mutating-requests-inflight.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="FlowSchema and PriorityLevelConfiguration YAML as `kubectl get flowschemas,"
+                   "prioritylevelconfigurations -o yaml` prints it; default: the 1.37 bootstrap "
+                   "configuration. Mandatory objects are added if missing.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)
+def apf_report(server_concurrency: int, config_path: str | None, fmt: str) -> None:
+    """Concurrency limits and max seats of every priority level.
+
+    Columns: priority_level, nominal_cl, lendable_cl, min_cl, max_cl, idle_current_cl (the
+    CurrentCL the borrowing adjuster settles at when no level has demand), max_seats (empty
+    for exempt and Reject levels, which use the global caps).
+    """
+    import warnings
+
+    from simapf.apf.report import report
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            text = report(server_concurrency, config_path, fmt)
+    except SimapfError as err:
+        _fail(err)
+    for warning in caught:
+        click.echo(f"simapf: warning: {warning.message}", err=True)
+    click.echo(text, nl=False)
+
+
 @main.command()
 @click.option("--level", "level_path", required=True, type=click.Path(dir_okay=False),
               help="LEVEL.json: name, concurrencyLimit, queues, handSize, queueLengthLimit, "
@@ -53,3 +84,7 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
         f"{counts['rejected']} rejected -> {out_path}",
         err=True,
     )
+
+
+if __name__ == "__main__":
+    main()

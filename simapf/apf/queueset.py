@@ -65,7 +65,7 @@ class Request:
         "seq", "flow_hash", "initial_seats", "final_seats", "additional_latency_ns",
         "max_seats", "total_work", "final_work", "arrival_ns", "deadline_ns", "arrival_r",
         "queue", "state", "dispatch_ns", "finish_ns", "release_ns", "reject_reason",
-        "queue_index", "payload",
+        "queue_index", "level", "flow_schema", "payload",
     )  # fmt: skip
 
     def __init__(
@@ -98,6 +98,8 @@ class Request:
         self.release_ns = -1
         self.reject_reason = ""
         self.queue_index = -1  # the queue shuffle sharding chose; -1 where none was
+        self.level: QueueSet | None = None  # set on arrival
+        self.flow_schema = ""
         self.payload = payload
 
 
@@ -223,6 +225,7 @@ class QueueSet:
         self.sync(now)
         req.arrival_ns = now
         req.arrival_r = self.r
+        req.level = self
         if self.exempt:
             self._start(req, None, now)
             return

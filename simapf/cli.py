@@ -24,6 +24,11 @@ def _fail(err: Exception) -> None:
 @click.version_option(__version__, prog_name="simapf")
 def main() -> None:
     """simapf: simulate kube-apiserver memory and CPU under API Priority and Fairness."""
+    import logging
+
+    # Warnings about the user's input (e.g. a FlowSchema naming a missing priority level) are
+    # logged by the library; the command line shows them in its own voice.
+    logging.basicConfig(format="simapf: warning: %(message)s", level=logging.WARNING)
 
 
 @main.command("apf-report")
@@ -42,18 +47,12 @@ def apf_report(server_concurrency: int, config_path: str | None, fmt: str) -> No
     CurrentCL the borrowing adjuster settles at when no level has demand), max_seats (empty
     for exempt and Reject levels, which use the global caps).
     """
-    import warnings
-
     from simapf.apf.report import report
 
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            text = report(server_concurrency, config_path, fmt)
+        text = report(server_concurrency, config_path, fmt)
     except SimapfError as err:
         _fail(err)
-    for warning in caught:
-        click.echo(f"simapf: warning: {warning.message}", err=True)
     click.echo(text, nl=False)
 
 

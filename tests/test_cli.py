@@ -173,3 +173,22 @@ def test_wait_limit_is_capped_at_60_seconds(tmp_path):
     path = tmp_path / "level.json"
     path.write_text(json.dumps({**LEVEL, "requestWaitLimitSeconds": 600}))
     assert load_level(path).wait_limit_ns == 60 * 10**9
+
+
+def test_dangling_flow_schema_is_a_warning_not_an_error(tmp_path):
+    config = tmp_path / "objects.yaml"
+    config.write_text("""\
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: orphan}
+spec:
+  matchingPrecedence: 500
+  priorityLevelConfiguration: {name: nowhere}
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
+""")
+    proc = _run("apf-report", "--config", str(config), "--format", "csv")
+    assert proc.returncode == 0
+    assert "simapf: warning:" in proc.stderr and "orphan" in proc.stderr and "nowhere" in proc.stderr
+    assert proc.stdout.startswith("priority_level,")

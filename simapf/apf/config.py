@@ -16,10 +16,11 @@ import functools
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Literal, Mapping
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -62,6 +63,9 @@ SUPPORTED_RULE_VERBS = frozenset(
 )
 WILDCARD = "*"
 
+# Validation findings: (field path, message) pairs, in the order upstream would report them.
+Problems = list[tuple[str, str]]
+
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_LABEL_RE = re.compile(_DNS_LABEL)
 _DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
@@ -96,7 +100,7 @@ class _Spec(BaseModel):
 
 
 class _Lenient(_Spec):
-    """Metadata and whole objects: keys we do not model (uid, managedFields, status...) are ignored."""
+    """Metadata and whole objects: keys we do not model (uid, managedFields, status) are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -222,7 +226,7 @@ class FlowSchema(_Lenient):
 
     @property
     def distinguisher_type(self) -> str | None:
-        """"ByUser", "ByNamespace", or None (every request of the schema is one flow)."""
+        """ByUser, ByNamespace, or None (all requests of the schema form one flow)."""
         method = self.spec.distinguisher_method
         return None if method is None else method.type
 
@@ -259,7 +263,7 @@ class PriorityLevelConfiguration(_Lenient):
 
     @property
     def borrowing_limit_percent(self) -> int | None:
-        """None means no limit (exempt levels never borrow through this path)."""
+        """None means no limit; exempt levels have no such field and count as unlimited."""
         return None if self.spec.limited is None else self.spec.limited.borrowing_limit_percent
 
 
@@ -310,7 +314,7 @@ def load_objects(source: str | os.PathLike[str]) -> APFObjects:
 def parse_objects(text: str, source_name: str | None = None) -> APFObjects:
     """Parse YAML text holding APF objects; `source_name` prefixes error messages."""
     try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise ConfigError(_prefix(source_name) + _describe_yaml_error(exc)) from None
     return objects_from_data(documents, source_name=source_name, multi_document=True)
@@ -361,12 +365,15 @@ def _located_items(data: Any, multi_document: bool, prefix: str) -> Iterator[tup
         documents = data if isinstance(data, list) else [data]
         several = len(documents) > 1
         for index, document in enumerate(documents):
-            yield from _items_of_document(document, f"documents[{index}]" if several else "", prefix)
+            where = f"documents[{index}]" if several else ""
+            yield from _items_of_document(document, where, prefix)
     else:
         yield from _items_of_document(data, "", prefix)
 
 
 def _items_of_document(document: Any, where: str, prefix: str) -> Iterator[tuple[str, Any]]:
+    if document is None:  # an empty YAML document
+        return
     if isinstance(document, list):
         # A bare YAML sequence of objects.
         for index, item in enumerate(document):
@@ -383,14 +390,18 @@ def _items_of_document(document: Any, where: str, prefix: str) -> Iterator[tuple
     yield where, document
 
 
-def _parse_object(item: Any, where: str, source_name: str | None) -> FlowSchema | PriorityLevelConfiguration:
+def _parse_object(
+    item: Any, where: str, source_name: str | None
+) -> FlowSchema | PriorityLevelConfiguration:
     prefix = _prefix(source_name)
     place = where or "document"
     if not isinstance(item, dict):
-        raise ConfigError(f"{prefix}{place}: expected an API object (a mapping), got {_type_name(item)}")
+        raise ConfigError(
+            f"{prefix}{place}: expected an API object (a mapping), got {_type_name(item)}"
+        )
     kind = item.get("kind")
     name = _name_of(item)
-    model: type[FlowSchema] | type[PriorityLevelConfiguration]
+    model: type[FlowSchema | PriorityLevelConfiguration]
     if kind == FLOW_SCHEMA:
         model = FlowSchema
     elif kind == PRIORITY_LEVEL:
@@ -434,9 +445,8 @@ def _label(where: str, kind: str | None, name: str | None) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
+    names = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _format_path(loc: Iterable[Any]) -> str:
@@ -468,7 +478,7 @@ def _describe_yaml_error(exc: yaml.YAMLError) -> str:
     return " ".join(f"invalid YAML{where}: {problem}".split())
 
 
-def _first_problem(problems: list[tuple[str, str]]) -> str:
+def _first_problem(problems: Problems) -> str:
     path, message = problems[0]
     text = f"{path}: {message}"
     if len(problems) > 1:
@@ -481,8 +491,8 @@ def _first_problem(problems: list[tuple[str, str]]) -> str:
 # Validation: the apiserver's rules for these objects, as (field path, message) pairs.
 
 
-def validate_flow_schema(fs: FlowSchema) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+def validate_flow_schema(fs: FlowSchema) -> Problems:
+    problems: Problems = []
     _check_object_name(fs.name, problems)
     spec = fs.spec
     precedence = spec.matching_precedence
@@ -490,11 +500,17 @@ def validate_flow_schema(fs: FlowSchema) -> list[tuple[str, str]]:
         problems.append(("spec.matchingPrecedence", f"must be positive, got {precedence}"))
     elif precedence > MAX_MATCHING_PRECEDENCE:
         problems.append(
-            ("spec.matchingPrecedence", f"must be at most {MAX_MATCHING_PRECEDENCE}, got {precedence}")
+            (
+                "spec.matchingPrecedence",
+                f"must be at most {MAX_MATCHING_PRECEDENCE}, got {precedence}",
+            )
         )
     elif precedence == 1 and fs.name != EXEMPT:
         problems.append(
-            ("spec.matchingPrecedence", f"only the FlowSchema named {EXEMPT!r} may have precedence 1")
+            (
+                "spec.matchingPrecedence",
+                f"only the FlowSchema named {EXEMPT!r} may have precedence 1",
+            )
         )
     pl_name = spec.priority_level_configuration.name
     if not pl_name:
@@ -508,7 +524,7 @@ def validate_flow_schema(fs: FlowSchema) -> list[tuple[str, str]]:
     return problems
 
 
-def _check_object_name(name: str, problems: list[tuple[str, str]]) -> None:
+def _check_object_name(name: str, problems: Problems) -> None:
     if not _is_dns_subdomain(name):
         problems.append(
             ("metadata.name", f"{name!r} must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')")
@@ -519,7 +535,7 @@ def _is_dns_subdomain(value: str) -> bool:
     return len(value) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(value) is not None
 
 
-def _check_policy_rules(rule: PolicyRulesWithSubjects, path: str, problems: list[tuple[str, str]]) -> None:
+def _check_policy_rules(rule: PolicyRulesWithSubjects, path: str, problems: Problems) -> None:
     if not rule.subjects:
         problems.append((f"{path}.subjects", "must contain at least one subject"))
     for index, subject in enumerate(rule.subjects):
@@ -535,7 +551,7 @@ def _check_policy_rules(rule: PolicyRulesWithSubjects, path: str, problems: list
 _SUBJECT_FIELDS = {"User": "user", "Group": "group", "ServiceAccount": "serviceAccount"}
 
 
-def _check_subject(subject: Subject, path: str, problems: list[tuple[str, str]]) -> None:
+def _check_subject(subject: Subject, path: str, problems: Problems) -> None:
     present = {
         "user": subject.user,
         "group": subject.group,
@@ -554,13 +570,19 @@ def _check_subject(subject: Subject, path: str, problems: list[tuple[str, str]])
             problems.append((f"{path}.serviceAccount.name", "is required"))
         elif detail.name != WILDCARD and not _is_dns_subdomain(detail.name):
             problems.append(
-                (f"{path}.serviceAccount.name", f"{detail.name!r} must be '*' or a valid service account name")
+                (
+                    f"{path}.serviceAccount.name",
+                    f"{detail.name!r} must be '*' or a valid service account name",
+                )
             )
         if not detail.namespace:
             problems.append((f"{path}.serviceAccount.namespace", "is required"))
         elif not _is_dns_label(detail.namespace):
             problems.append(
-                (f"{path}.serviceAccount.namespace", f"{detail.namespace!r} is not a valid namespace name")
+                (
+                    f"{path}.serviceAccount.namespace",
+                    f"{detail.namespace!r} is not a valid namespace name",
+                )
             )
     elif not detail.name:
         problems.append((f"{path}.{wanted}.name", "is required"))
@@ -570,7 +592,7 @@ def _is_dns_label(value: str) -> bool:
     return len(value) <= 63 and _DNS_LABEL_RE.fullmatch(value) is not None
 
 
-def _check_verbs(verbs: tuple[str, ...], path: str, problems: list[tuple[str, str]]) -> None:
+def _check_verbs(verbs: tuple[str, ...], path: str, problems: Problems) -> None:
     if not verbs:
         problems.append((path, "must contain at least one verb"))
     elif WILDCARD in verbs:
@@ -580,38 +602,54 @@ def _check_verbs(verbs: tuple[str, ...], path: str, problems: list[tuple[str, st
         unsupported = sorted(set(verbs) - SUPPORTED_RULE_VERBS)
         if unsupported:
             problems.append(
-                (path, f"unsupported verb {unsupported[0]!r}; use '*' or some of {sorted(SUPPORTED_RULE_VERBS)}")
+                (
+                    path,
+                    (
+                        f"unsupported verb {unsupported[0]!r}; "
+                        f"use '*' or some of {sorted(SUPPORTED_RULE_VERBS)}"
+                    ),
+                )
             )
 
 
-def _check_wildcard_alone(values: tuple[str, ...], path: str, what: str, problems: list[tuple[str, str]]) -> None:
+def _check_wildcard_alone(
+    values: tuple[str, ...], path: str, what: str, problems: Problems
+) -> None:
     # Matching treats '*' as "everything" only when it is the sole entry, so mixing is an error.
     if len(values) > 1 and WILDCARD in values:
         problems.append((path, f"'*' must be the only {what} when present"))
 
 
-def _check_resource_rule(rule: ResourcePolicyRule, path: str, problems: list[tuple[str, str]]) -> None:
+def _check_resource_rule(rule: ResourcePolicyRule, path: str, problems: Problems) -> None:
     _check_verbs(rule.verbs, f"{path}.verbs", problems)
     if not rule.api_groups:
-        problems.append((f"{path}.apiGroups", 'must contain at least one API group ("" is the core group)'))
+        problems.append(
+            (f"{path}.apiGroups", 'must contain at least one API group ("" is the core group)')
+        )
     _check_wildcard_alone(rule.api_groups, f"{path}.apiGroups", "API group", problems)
     if not rule.resources:
         problems.append((f"{path}.resources", "must contain at least one resource"))
     _check_wildcard_alone(rule.resources, f"{path}.resources", "resource", problems)
     if not rule.namespaces and not rule.cluster_scope:
         problems.append(
-            (f"{path}.namespaces", "must contain at least one namespace unless clusterScope is true")
+            (
+                f"{path}.namespaces",
+                "must contain at least one namespace unless clusterScope is true",
+            )
         )
     _check_wildcard_alone(rule.namespaces, f"{path}.namespaces", "namespace", problems)
     if WILDCARD not in rule.namespaces:
         for index, namespace in enumerate(rule.namespaces):
             if not _is_dns_label(namespace):
                 problems.append(
-                    (f"{path}.namespaces[{index}]", f"{namespace!r} must be '*' or a valid namespace name")
+                    (
+                        f"{path}.namespaces[{index}]",
+                        f"{namespace!r} must be '*' or a valid namespace name",
+                    )
                 )
 
 
-def _check_non_resource_rule(rule: NonResourcePolicyRule, path: str, problems: list[tuple[str, str]]) -> None:
+def _check_non_resource_rule(rule: NonResourcePolicyRule, path: str, problems: Problems) -> None:
     _check_verbs(rule.verbs, f"{path}.verbs", problems)
     urls = rule.non_resource_urls
     if not urls:
@@ -641,8 +679,8 @@ def _url_path_problem(url: str) -> str | None:
     return None
 
 
-def validate_priority_level(pl: PriorityLevelConfiguration) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+def validate_priority_level(pl: PriorityLevelConfiguration) -> Problems:
+    problems: Problems = []
     _check_object_name(pl.name, problems)
     spec = pl.spec
     if (pl.name == EXEMPT) != (spec.type == "Exempt"):
@@ -668,7 +706,10 @@ def validate_priority_level(pl: PriorityLevelConfiguration) -> list[tuple[str, s
     )
     if limited.borrowing_limit_percent is not None and limited.borrowing_limit_percent < 0:
         problems.append(
-            ("spec.limited.borrowingLimitPercent", f"must not be negative, got {limited.borrowing_limit_percent}")
+            (
+                "spec.limited.borrowingLimitPercent",
+                f"must not be negative, got {limited.borrowing_limit_percent}",
+            )
         )
     response = limited.limit_response
     queuing_path = "spec.limited.limitResponse.queuing"
@@ -683,17 +724,21 @@ def validate_priority_level(pl: PriorityLevelConfiguration) -> list[tuple[str, s
 
 
 def _check_shares_and_lending(
-    shares: int, lendable_percent: int, path: str, problems: list[tuple[str, str]]
+    shares: int, lendable_percent: int, path: str, problems: Problems
 ) -> None:
     if shares < 0:
         problems.append((f"{path}.nominalConcurrencyShares", f"must not be negative, got {shares}"))
     if not 0 <= lendable_percent <= 100:
-        problems.append((f"{path}.lendablePercent", f"must be between 0 and 100, got {lendable_percent}"))
+        problems.append(
+            (f"{path}.lendablePercent", f"must be between 0 and 100, got {lendable_percent}")
+        )
 
 
-def _check_queuing(queuing: QueuingConfiguration, path: str, problems: list[tuple[str, str]]) -> None:
+def _check_queuing(queuing: QueuingConfiguration, path: str, problems: Problems) -> None:
     if queuing.queue_length_limit <= 0:
-        problems.append((f"{path}.queueLengthLimit", f"must be positive, got {queuing.queue_length_limit}"))
+        problems.append(
+            (f"{path}.queueLengthLimit", f"must be positive, got {queuing.queue_length_limit}")
+        )
     queues, hand_size = queuing.queues, queuing.hand_size
     if queues <= 0:
         problems.append((f"{path}.queues", f"must be positive, got {queues}"))
@@ -751,7 +796,7 @@ class EffectiveConfig:
     priority_levels: Mapping[str, PriorityLevelConfiguration]
     dangling: tuple[str, ...] = ()
     inserted: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
 def build_effective_config(objects: APFObjects) -> EffectiveConfig:
@@ -814,7 +859,9 @@ def build_effective_config(objects: APFObjects) -> EffectiveConfig:
     )
 
 
-def _differs_from_mandatory(given: PriorityLevelConfiguration, mandatory: PriorityLevelConfiguration) -> bool:
+def _differs_from_mandatory(
+    given: PriorityLevelConfiguration, mandatory: PriorityLevelConfiguration
+) -> bool:
     if given.name == EXEMPT:
         # Operators may tune the exempt level's shares and lendable percent.
         return given.spec.model_copy(update={"exempt": None}) != mandatory.spec.model_copy(

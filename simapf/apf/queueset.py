@@ -164,7 +164,8 @@ class QueueSet:
         # Queues with a waiting request, by (virtual finish time of the head, index). An
         # entry is current while its version is the queue's; older ones are skipped.
         self._finish_heap: list[tuple[int, int, int, Queue]] = []
-        self.integrator = integrator if integrator is not None else Integrator(self.last_ns)
+        # The seat-demand integrator feeds borrowing; a lone level (replay) needs none.
+        self.integrator = integrator
         # Requests whose deadline is arrival + the level's wait limit expire in arrival order,
         # so one timer over this FIFO serves them all (dispatched ones are skipped when met).
         # Requests that bring their own deadline get a timer each.
@@ -261,7 +262,8 @@ class QueueSet:
             if q.next_dispatch_r < req.arrival_r:
                 q.next_dispatch_r = req.arrival_r
             self._post(q)
-        self.integrator.set(now, self.seats_in_use + self.seats_waiting)
+        if self.integrator is not None:
+            self.integrator.set(now, self.seats_in_use + self.seats_waiting)
         self.dispatch_as_much_as_possible()
         if req.state == WAITING:
             if req.deadline_ns is None:
@@ -379,7 +381,8 @@ class QueueSet:
             q.executing += 1
             q.seats_in_use += m
         self.dispatched_total += 1
-        self.integrator.set(now, self.seats_in_use + self.seats_waiting)
+        if self.integrator is not None:
+            self.integrator.set(now, self.seats_in_use + self.seats_waiting)
         self.listener.dispatched(req)
 
     # ----------------------------------------------------------------- finish and release
@@ -422,7 +425,8 @@ class QueueSet:
         req.state = DONE
         req.release_ns = now
         self.seats_in_use -= m
-        self.integrator.set(now, self.seats_in_use + self.seats_waiting)
+        if self.integrator is not None:
+            self.integrator.set(now, self.seats_in_use + self.seats_waiting)
         q = req.queue
         if q is not None:
             q.seats_in_use -= m
@@ -483,7 +487,8 @@ class QueueSet:
         self._bound_and_post(q)
         if not fifo and not q.executing:
             self._active_queues -= 1
-        self.integrator.set(now, self.seats_in_use + self.seats_waiting)
+        if self.integrator is not None:
+            self.integrator.set(now, self.seats_in_use + self.seats_waiting)
         self._reject(req, TIME_OUT)
 
     # ----------------------------------------------------------------- observation

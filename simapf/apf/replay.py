@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import heapq
+from heapq import heappush
 import json
 import os
 import tempfile
@@ -35,6 +36,15 @@ OUTPUT_COLUMNS = (
 
 class ReplayInputError(SimapfError):
     """A level or trace file the replay cannot use."""
+
+
+@dataclass
+class Trace:
+    """A trace as columns, in file order: ids, handler run times, and the requests."""
+
+    ids: list[str]
+    services: list[int]  # ns from dispatch to the handler's return
+    requests: list[Request]
 
 
 @dataclass(frozen=True)
@@ -178,8 +188,8 @@ def _int_column(texts: tuple[str, ...], column: str, where: str, minimum: int) -
     return values
 
 
-def load_trace(path: str | Path, use_hash: bool = True) -> list[tuple[str, int, Request]]:
-    """Read TRACE.csv into (id, service_ns, request) in file order."""
+def load_trace(path: str | Path, use_hash: bool = True) -> Trace:
+    """Read TRACE.csv, in file order."""
     where = str(path)
     try:
         handle = open(path, newline="")
@@ -202,7 +212,7 @@ def load_trace(path: str | Path, use_hash: bool = True) -> list[tuple[str, int, 
         if len(row) != width:
             raise ReplayInputError(f"{where}: line {line}: {len(row)} fields, header has {width}")
     if not rows:
-        return []
+        return Trace([], [], [])
     columns = list(zip(*rows))
     col = {name: columns[header.index(name)] for name in TRACE_COLUMNS}
     arrivals = _seconds_column(col["arrival_s"], "arrival_s", where)
@@ -210,17 +220,17 @@ def load_trace(path: str | Path, use_hash: bool = True) -> list[tuple[str, int, 
     latencies = _seconds_column(col["additional_latency_s"], "additional_latency_s", where)
     initials = _int_column(col["initial_seats"], "initial_seats", where, 1)
     finals = _int_column(col["final_seats"], "final_seats", where, 0)
-    hashes: dict[str, int] = {}
+    flows = col["flow"]
     if use_hash:
-        for flow in set(col["flow"]):
+        hashes = {}
+        for flow in set(flows):
             fs_name, _, distinguisher = flow.partition("/")
             hashes[flow] = flow_hash(fs_name, distinguisher)
-    flows = col["flow"]
-    return [
-        (rid, services[i], Request(i, hashes.get(flows[i], 0), initials[i], finals[i],
-                                   latencies[i], arrivals[i]))
-        for i, rid in enumerate(col["id"])
-    ]
+        flow_hashes = list(map(hashes.__getitem__, flows))
+    else:
+        flow_hashes = [0] * len(flows)
+    requests = list(map(Request, range(len(flows)), flow_hashes, initials, finals, latencies, arrivals))
+    return Trace(list(col["id"]), services, requests)
 
 
 class _Recorder:
@@ -237,7 +247,9 @@ class _Recorder:
 
     def dispatched(self, req: Request) -> None:
         loop = self.loop
-        loop.call_at(loop.now() + self.services[req.seq], FINISH, req.seq, self.qs.finish, req)
+        # Straight onto the loop's heap: (time, phase, seq) is unique per request, so the
+        # loop's own tie counter is not needed. This runs once per request.
+        heappush(loop._heap, (loop._now + self.services[req.seq], FINISH, req.seq, 0, self.qs.finish, req))
         if self.observer is not None:
             self.observer.dispatched(req)
 
@@ -250,14 +262,12 @@ class _Recorder:
             self.observer.released(req)
 
 
-def replay(
-    level: LevelSpec, trace: list[tuple[str, int, Request]], observer: Listener | None = None
-) -> list[Request]:
+def replay(level: LevelSpec, trace: Trace, observer: Listener | None = None) -> list[Request]:
     """Run the trace through the level; returns the requests in file order, decided.
 
     An observer, if given, gets the level as `observer.qs` and hears every decision."""
     loop = EventLoop()
-    recorder = _Recorder(loop, [service for _, service, _ in trace], observer)
+    recorder = _Recorder(loop, trace.services, observer)
     qs = QueueSet(
         level.name, loop, recorder, level.concurrency_limit, level.queues,
         level.hand_size, level.queue_length_limit, level.wait_limit_ns,
@@ -265,7 +275,7 @@ def replay(
     recorder.qs = qs
     if observer is not None:
         observer.qs = qs
-    requests = [req for _, _, req in trace]
+    requests = trace.requests
     # Arrivals in time order, file order within an instant; everything else due at or
     # before an arrival's instant (releases, finishes, time-outs) runs before it.
     arrivals = sorted(requests, key=lambda r: r.arrival_ns)
@@ -284,7 +294,7 @@ def replay(
     return requests
 
 
-def write_output(path: str | Path, trace: list[tuple[str, int, Request]]) -> None:
+def write_output(path: str | Path, trace: Trace) -> None:
     """Write OUT.csv atomically: a temporary file in the same folder, then a rename."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
@@ -293,7 +303,7 @@ def write_output(path: str | Path, trace: list[tuple[str, int, Request]]) -> Non
             out.write(",".join(OUTPUT_COLUMNS) + "\n")
             n = NS_PER_S  # times as seconds with 9 decimals, exact from integer ns
             lines = []
-            for rid, _service, req in trace:
+            for rid, req in zip(trace.ids, trace.requests):
                 if '"' in rid or "," in rid or "\n" in rid or "\r" in rid:
                     rid = '"' + rid.replace('"', '""') + '"'
                 queue = str(req.queue_index) if req.queue_index >= 0 else ""

@@ -22,7 +22,7 @@ _SEPARATOR = b"\x00"
 
 
 def flow_hash(flow_schema_name: str, distinguisher: str) -> int:
-    """The flow's 64-bit hash: the first 8 bytes of SHA-256(name, 0x00, distinguisher), little-endian.
+    """The flow's 64-bit hash: SHA-256(name, 0x00, distinguisher), first 8 bytes little-endian.
 
     The zero byte keeps ("ab", "c") and ("a", "bc") apart.
     """

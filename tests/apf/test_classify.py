@@ -1,4 +1,4 @@
-"""Classification against the bootstrap configuration (reference §1.1, §1.4) and rule.go semantics."""
+"""Classification against the bootstrap configuration (reference §1.1, §1.4) and rule.go."""
 
 import pytest
 import yaml
@@ -21,14 +21,24 @@ def classifier():
     return Classifier(bootstrap_objects())
 
 
-def resource(user, groups=(AUTH,), verb="get", group="", resource="pods", subresource="", namespace="default"):
+def resource(
+    user, groups=(AUTH,), verb="get", group="", resource="pods", subresource="", namespace="default"
+):
     return RequestAttributes(
-        user=user, groups=groups, verb=verb, api_group=group, resource=resource, subresource=subresource, namespace=namespace
+        user=user,
+        groups=groups,
+        verb=verb,
+        api_group=group,
+        resource=resource,
+        subresource=subresource,
+        namespace=namespace,
     )
 
 
 def non_resource(user, groups=(AUTH,), verb="get", path="/version"):
-    return RequestAttributes(user=user, groups=groups, verb=verb, is_resource_request=False, path=path)
+    return RequestAttributes(
+        user=user, groups=groups, verb=verb, is_resource_request=False, path=path
+    )
 
 
 def sa(namespace, name):
@@ -38,67 +48,214 @@ def sa(namespace, name):
 
 # (description, request, expected FlowSchema, expected priority level)
 BOOTSTRAP_CASES = [
-    ("cluster admin", resource("admin", ("system:masters", AUTH), verb="delete"), "exempt", "exempt"),
-    ("cluster admin non-resource", non_resource("admin", ("system:masters", AUTH), verb="post", path="/x"), "exempt", "exempt"),
-    ("unauthenticated /healthz", non_resource("system:anonymous", (UNAUTH,), path="/healthz"), "probes", "exempt"),
+    (
+        "cluster admin",
+        resource("admin", ("system:masters", AUTH), verb="delete"),
+        "exempt",
+        "exempt",
+    ),
+    (
+        "cluster admin non-resource",
+        non_resource("admin", ("system:masters", AUTH), verb="post", path="/x"),
+        "exempt",
+        "exempt",
+    ),
+    (
+        "unauthenticated /healthz",
+        non_resource("system:anonymous", (UNAUTH,), path="/healthz"),
+        "probes",
+        "exempt",
+    ),
     ("authenticated /readyz", non_resource("bob", (AUTH,), path="/readyz"), "probes", "exempt"),
-    ("/livez sub-check", non_resource("system:anonymous", (UNAUTH,), path="/livez/etcd"), "probes", "exempt"),
-    ("probe path with other verb", non_resource("system:anonymous", (UNAUTH,), verb="post", path="/healthz"), "global-default", "global-default"),
-    ("probe-like prefix is not a probe", non_resource("bob", (AUTH,), path="/healthzfoo"), "global-default", "global-default"),
+    (
+        "/livez sub-check",
+        non_resource("system:anonymous", (UNAUTH,), path="/livez/etcd"),
+        "probes",
+        "exempt",
+    ),
+    (
+        "probe path with other verb",
+        non_resource("system:anonymous", (UNAUTH,), verb="post", path="/healthz"),
+        "global-default",
+        "global-default",
+    ),
+    (
+        "probe-like prefix is not a probe",
+        non_resource("bob", (AUTH,), path="/healthzfoo"),
+        "global-default",
+        "global-default",
+    ),
     (
         "controller-manager leader lease",
-        resource(KCM, (AUTH,), verb="update", group="coordination.k8s.io", resource="leases", namespace="kube-system"),
+        resource(
+            KCM,
+            (AUTH,),
+            verb="update",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace="kube-system",
+        ),
         "system-leader-election",
         "leader-election",
     ),
     (
         "scheduler leader lease",
-        resource(SCHED, (AUTH,), verb="get", group="coordination.k8s.io", resource="leases", namespace="kube-system"),
+        resource(
+            SCHED,
+            (AUTH,),
+            verb="get",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace="kube-system",
+        ),
         "system-leader-election",
         "leader-election",
     ),
     (
         "kube-system SA leader lease",
-        resource(*sa("kube-system", "cloud-controller"), verb="create", group="coordination.k8s.io", resource="leases", namespace="kube-system"),
+        resource(
+            *sa("kube-system", "cloud-controller"),
+            verb="create",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace="kube-system",
+        ),
         "system-leader-election",
         "leader-election",
     ),
     (
         "cluster-scoped lease is not leader election",
-        resource(KCM, (AUTH,), verb="get", group="coordination.k8s.io", resource="leases", namespace=""),
+        resource(
+            KCM, (AUTH,), verb="get", group="coordination.k8s.io", resource="leases", namespace=""
+        ),
         "kube-controller-manager",
         "workload-high",
     ),
     (
         "lease watch is not leader election",
-        resource(KCM, (AUTH,), verb="watch", group="coordination.k8s.io", resource="leases", namespace="kube-system"),
+        resource(
+            KCM,
+            (AUTH,),
+            verb="watch",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace="kube-system",
+        ),
         "kube-controller-manager",
         "workload-high",
     ),
-    ("kubelet node status", resource("system:node:n1", NODES, verb="patch", resource="nodes", subresource="status", namespace=""), "system-node-high", "node-high"),
-    ("kubelet get node", resource("system:node:n1", NODES, verb="get", resource="nodes", namespace=""), "system-node-high", "node-high"),
     (
-        "kubelet node lease",
-        resource("system:node:n1", NODES, verb="update", group="coordination.k8s.io", resource="leases", namespace="kube-node-lease"),
+        "kubelet node status",
+        resource(
+            "system:node:n1",
+            NODES,
+            verb="patch",
+            resource="nodes",
+            subresource="status",
+            namespace="",
+        ),
         "system-node-high",
         "node-high",
     ),
-    ("kubelet lists pods", resource("system:node:n1", NODES, verb="list", resource="pods", namespace=""), "system-nodes", "system"),
-    ("kubelet gets a secret", resource("system:node:n1", NODES, verb="get", resource="secrets"), "system-nodes", "system"),
-    ("kubelet nodes/proxy", resource("system:node:n1", NODES, verb="get", resource="nodes", subresource="proxy", namespace=""), "system-nodes", "system"),
-    ("kubelet non-resource", non_resource("system:node:n1", NODES, path="/api"), "system-nodes", "system"),
-    ("controller-manager lists pods", resource(KCM, (AUTH,), verb="list", namespace=""), "kube-controller-manager", "workload-high"),
-    ("scheduler binds a pod", resource(SCHED, (AUTH,), verb="create", resource="pods", subresource="binding"), "kube-scheduler", "workload-high"),
-    ("kube-system SA", resource(*sa("kube-system", "replicaset-controller"), verb="update", group="apps", resource="replicasets"), "kube-system-service-accounts", "workload-high"),
-    ("other SA", resource(*sa("default", "default"), verb="list"), "service-accounts", "workload-low"),
-    ("kube-system-ish namespace SA", resource(*sa("kube-system2", "x"), verb="list"), "service-accounts", "workload-low"),
-    ("plain user", resource("alice", (AUTH,), verb="list", resource="configmaps"), "global-default", "global-default"),
-    ("anonymous API call", resource("system:anonymous", (UNAUTH,), verb="get"), "global-default", "global-default"),
+    (
+        "kubelet get node",
+        resource("system:node:n1", NODES, verb="get", resource="nodes", namespace=""),
+        "system-node-high",
+        "node-high",
+    ),
+    (
+        "kubelet node lease",
+        resource(
+            "system:node:n1",
+            NODES,
+            verb="update",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace="kube-node-lease",
+        ),
+        "system-node-high",
+        "node-high",
+    ),
+    (
+        "kubelet lists pods",
+        resource("system:node:n1", NODES, verb="list", resource="pods", namespace=""),
+        "system-nodes",
+        "system",
+    ),
+    (
+        "kubelet gets a secret",
+        resource("system:node:n1", NODES, verb="get", resource="secrets"),
+        "system-nodes",
+        "system",
+    ),
+    (
+        "kubelet nodes/proxy",
+        resource(
+            "system:node:n1", NODES, verb="get", resource="nodes", subresource="proxy", namespace=""
+        ),
+        "system-nodes",
+        "system",
+    ),
+    (
+        "kubelet non-resource",
+        non_resource("system:node:n1", NODES, path="/api"),
+        "system-nodes",
+        "system",
+    ),
+    (
+        "controller-manager lists pods",
+        resource(KCM, (AUTH,), verb="list", namespace=""),
+        "kube-controller-manager",
+        "workload-high",
+    ),
+    (
+        "scheduler binds a pod",
+        resource(SCHED, (AUTH,), verb="create", resource="pods", subresource="binding"),
+        "kube-scheduler",
+        "workload-high",
+    ),
+    (
+        "kube-system SA",
+        resource(
+            *sa("kube-system", "replicaset-controller"),
+            verb="update",
+            group="apps",
+            resource="replicasets",
+        ),
+        "kube-system-service-accounts",
+        "workload-high",
+    ),
+    (
+        "other SA",
+        resource(*sa("default", "default"), verb="list"),
+        "service-accounts",
+        "workload-low",
+    ),
+    (
+        "kube-system-ish namespace SA",
+        resource(*sa("kube-system2", "x"), verb="list"),
+        "service-accounts",
+        "workload-low",
+    ),
+    (
+        "plain user",
+        resource("alice", (AUTH,), verb="list", resource="configmaps"),
+        "global-default",
+        "global-default",
+    ),
+    (
+        "anonymous API call",
+        resource("system:anonymous", (UNAUTH,), verb="get"),
+        "global-default",
+        "global-default",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    "attrs, fs_name, pl_name", [case[1:] for case in BOOTSTRAP_CASES], ids=[case[0] for case in BOOTSTRAP_CASES]
+    "attrs, fs_name, pl_name",
+    [case[1:] for case in BOOTSTRAP_CASES],
+    ids=[case[0] for case in BOOTSTRAP_CASES],
 )
 def test_bootstrap_schemas_reach_their_clients(classifier, attrs, fs_name, pl_name):
     result = classifier.classify(attrs)
@@ -132,7 +289,9 @@ def test_reject_level_gets_no_distinguisher_or_hash():
     # Only catch-all is left to match, and it Rejects: no queues, so no flow identity, even
     # though its distinguisher method is ByUser.
     objects = bootstrap_objects()
-    remaining = parse_objects(yaml.safe_dump([pl.model_dump(by_alias=True) for pl in objects.priority_levels]))
+    remaining = parse_objects(
+        yaml.safe_dump([pl.model_dump(by_alias=True) for pl in objects.priority_levels])
+    )
     classifier = Classifier(remaining)
     result = classifier.classify(resource("alice"))
     assert result.flow_schema == "catch-all" and result.priority_level == "catch-all"
@@ -151,13 +310,22 @@ def _pl(name, queues, hand_size=1):
         "metadata": {"name": name},
         "spec": {
             "type": "Limited",
-            "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": queues, "handSize": hand_size}}},
+            "limited": {
+                "limitResponse": {
+                    "type": "Queue",
+                    "queuing": {"queues": queues, "handSize": hand_size},
+                }
+            },
         },
     }
 
 
 def _fs(name, pl, precedence, rule, distinguisher="ByUser"):
-    spec = {"priorityLevelConfiguration": {"name": pl}, "matchingPrecedence": precedence, "rules": [rule]}
+    spec = {
+        "priorityLevelConfiguration": {"name": pl},
+        "matchingPrecedence": precedence,
+        "rules": [rule],
+    }
     if distinguisher:
         spec["distinguisherMethod"] = {"type": distinguisher}
     return {"apiVersion": API, "kind": "FlowSchema", "metadata": {"name": name}, "spec": spec}
@@ -165,9 +333,19 @@ def _fs(name, pl, precedence, rule, distinguisher="ByUser"):
 
 def _users_rule(*subjects, resource_rules=None, non_resource_rules=None):
     rule = {"subjects": list(subjects)}
-    rule["resourceRules"] = resource_rules if resource_rules is not None else [
-        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}
-    ]
+    rule["resourceRules"] = (
+        resource_rules
+        if resource_rules is not None
+        else [
+            {
+                "verbs": ["*"],
+                "apiGroups": ["*"],
+                "resources": ["*"],
+                "namespaces": ["*"],
+                "clusterScope": True,
+            }
+        ]
+    )
     if non_resource_rules is not None:
         rule["nonResourceRules"] = non_resource_rules
     return rule
@@ -178,7 +356,9 @@ def _user(name):
 
 
 def test_single_queue_level_gets_no_distinguisher_or_hash():
-    objects = _objects(_pl("one-queue", queues=1), _fs("solo", "one-queue", 100, _users_rule(_user("alice"))))
+    objects = _objects(
+        _pl("one-queue", queues=1), _fs("solo", "one-queue", 100, _users_rule(_user("alice")))
+    )
     classifier = Classifier(objects)
     result = classifier.classify(resource("alice"))
     assert result.flow_schema == "solo"
@@ -196,7 +376,12 @@ def test_level_uses_flow_hash_rule():
 
 def test_precedence_ties_are_broken_by_name():
     rule = _users_rule(_user("alice"))
-    objects = _objects(_pl("q", 8, 2), _fs("zzz", "q", 100, rule), _fs("aaa", "q", 100, rule), _fs("later", "q", 50, _users_rule(_user("bob"))))
+    objects = _objects(
+        _pl("q", 8, 2),
+        _fs("zzz", "q", 100, rule),
+        _fs("aaa", "q", 100, rule),
+        _fs("later", "q", 50, _users_rule(_user("bob"))),
+    )
     classifier = Classifier(objects)
     assert classifier.classify(resource("alice")).flow_schema == "aaa"
     assert classifier.classify(resource("bob")).flow_schema == "later"
@@ -236,14 +421,24 @@ def _matches(rule, attrs):
 
 def test_user_and_group_wildcards():
     assert _matches(_users_rule(_user("*")), resource("anyone", groups=()))
-    assert _matches(_users_rule({"kind": "Group", "group": {"name": "*"}}), resource("anyone", groups=()))
-    assert _matches(_users_rule({"kind": "Group", "group": {"name": "team"}}), resource("x", groups=("team",)))
-    assert not _matches(_users_rule({"kind": "Group", "group": {"name": "team"}}), resource("team", groups=()))
+    assert _matches(
+        _users_rule({"kind": "Group", "group": {"name": "*"}}), resource("anyone", groups=())
+    )
+    assert _matches(
+        _users_rule({"kind": "Group", "group": {"name": "team"}}), resource("x", groups=("team",))
+    )
+    assert not _matches(
+        _users_rule({"kind": "Group", "group": {"name": "team"}}), resource("team", groups=())
+    )
 
 
 def test_service_account_subjects():
-    exact = _users_rule({"kind": "ServiceAccount", "serviceAccount": {"namespace": "ci", "name": "runner"}})
-    any_in_ns = _users_rule({"kind": "ServiceAccount", "serviceAccount": {"namespace": "ci", "name": "*"}})
+    exact = _users_rule(
+        {"kind": "ServiceAccount", "serviceAccount": {"namespace": "ci", "name": "runner"}}
+    )
+    any_in_ns = _users_rule(
+        {"kind": "ServiceAccount", "serviceAccount": {"namespace": "ci", "name": "*"}}
+    )
     assert _matches(exact, resource("system:serviceaccount:ci:runner"))
     assert not _matches(exact, resource("system:serviceaccount:ci:other"))
     assert _matches(any_in_ns, resource("system:serviceaccount:ci:other"))
@@ -291,7 +486,11 @@ def test_namespace_and_cluster_scope():
 def test_resource_rules_do_not_match_non_resource_requests_and_vice_versa():
     only_resources = _resource_rule()
     assert not _matches(only_resources, non_resource("alice", path="/version"))
-    only_paths = _users_rule(_user("alice"), resource_rules=[], non_resource_rules=[{"verbs": ["*"], "nonResourceURLs": ["*"]}])
+    only_paths = _users_rule(
+        _user("alice"),
+        resource_rules=[],
+        non_resource_rules=[{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+    )
     assert not _matches(only_paths, resource("alice"))
     assert _matches(only_paths, non_resource("alice", path="/anything"))
 
@@ -310,12 +509,20 @@ def test_resource_rules_do_not_match_non_resource_requests_and_vice_versa():
     ],
 )
 def test_non_resource_url_matching(rule_url, path, expected):
-    rule = _users_rule(_user("alice"), resource_rules=[], non_resource_rules=[{"verbs": ["get"], "nonResourceURLs": [rule_url]}])
+    rule = _users_rule(
+        _user("alice"),
+        resource_rules=[],
+        non_resource_rules=[{"verbs": ["get"], "nonResourceURLs": [rule_url]}],
+    )
     assert _matches(rule, non_resource("alice", path=path)) is expected
 
 
 def test_non_resource_verb():
-    rule = _users_rule(_user("alice"), resource_rules=[], non_resource_rules=[{"verbs": ["get"], "nonResourceURLs": ["*"]}])
+    rule = _users_rule(
+        _user("alice"),
+        resource_rules=[],
+        non_resource_rules=[{"verbs": ["get"], "nonResourceURLs": ["*"]}],
+    )
     assert _matches(rule, non_resource("alice", verb="get"))
     assert not _matches(rule, non_resource("alice", verb="post"))
 
@@ -329,6 +536,8 @@ def test_no_distinguisher_method_gives_one_flow():
 def test_cached_result_equals_fresh_result(classifier):
     attrs = resource("carol", verb="list", resource="secrets", namespace="team-a")
     first = classifier.classify(attrs)
-    again = classifier.classify(RequestAttributes(**{f: getattr(attrs, f) for f in attrs.__slots__}))
+    again = classifier.classify(
+        RequestAttributes(**{f: getattr(attrs, f) for f in attrs.__slots__})
+    )
     fresh = Classifier(build_effective_config(bootstrap_objects())).classify(attrs)
     assert first == again == fresh

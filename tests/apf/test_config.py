@@ -36,7 +36,11 @@ def limited_pl(name="foo", queues=64, hand_size=6, queue_length_limit=50, shares
                 "nominalConcurrencyShares": shares,
                 "limitResponse": {
                     "type": "Queue",
-                    "queuing": {"queues": queues, "handSize": hand_size, "queueLengthLimit": queue_length_limit},
+                    "queuing": {
+                        "queues": queues,
+                        "handSize": hand_size,
+                        "queueLengthLimit": queue_length_limit,
+                    },
                 },
             },
         },
@@ -71,7 +75,14 @@ def flow_schema(name="foo", priority_level="global-default", precedence=5000):
 
 
 def kube_list(*items):
-    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {"resourceVersion": ""}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": list(items),
+            "metadata": {"resourceVersion": ""},
+        }
+    )
 
 
 def error_of(obj) -> str:
@@ -126,13 +137,20 @@ def test_bootstrap_priority_levels_match_reference_table():
         if queues is None:
             assert pl.queuing is None, name
         else:
-            assert (pl.queuing.queues, pl.queuing.hand_size, pl.queuing.queue_length_limit) == (queues, hand, qll)
+            assert (pl.queuing.queues, pl.queuing.hand_size, pl.queuing.queue_length_limit) == (
+                queues,
+                hand,
+                qll,
+            )
     assert sum(pl.nominal_concurrency_shares for pl in levels.values()) == 245
 
 
 def test_bootstrap_flow_schemas_match_reference_table_in_matching_order():
     config = build_effective_config(bootstrap_objects())
-    got = [(fs.name, fs.matching_precedence, fs.priority_level_name, fs.distinguisher_type) for fs in config.flow_schemas]
+    got = [
+        (fs.name, fs.matching_precedence, fs.priority_level_name, fs.distinguisher_type)
+        for fs in config.flow_schemas
+    ]
     assert got == BOOTSTRAP_SCHEMAS
     assert config.dangling == () and config.inserted == () and config.warnings == ()
 
@@ -203,14 +221,20 @@ def test_multi_document_and_single_object_forms():
 
 
 def test_multi_document_of_lists_and_bare_sequence():
-    text = kube_list(limited_pl("a")) + "---\n" + yaml.safe_dump([limited_pl("b"), flow_schema("f", "b")])
+    text = (
+        kube_list(limited_pl("a"))
+        + "---\n"
+        + yaml.safe_dump([limited_pl("b"), flow_schema("f", "b")])
+    )
     objects = parse_objects(text)
     assert [pl.name for pl in objects.priority_levels] == ["a", "b"]
     assert [fs.name for fs in objects.flow_schemas] == ["f"]
 
 
 def test_typed_list_kinds_are_lists_too():
-    text = yaml.safe_dump({"apiVersion": API, "kind": "FlowSchemaList", "items": [flow_schema("x")]})
+    text = yaml.safe_dump(
+        {"apiVersion": API, "kind": "FlowSchemaList", "items": [flow_schema("x")]}
+    )
     assert [fs.name for fs in parse_objects(text).flow_schemas] == ["x"]
 
 
@@ -219,9 +243,13 @@ def test_empty_documents_are_skipped():
 
 
 def test_objects_from_data_for_embedded_configuration():
-    objects = objects_from_data([limited_pl("a"), flow_schema("f", "a")], source_name="scenario.yaml")
+    objects = objects_from_data(
+        [limited_pl("a"), flow_schema("f", "a")], source_name="scenario.yaml"
+    )
     assert [pl.name for pl in objects.priority_levels] == ["a"]
-    with pytest.raises(ConfigError, match=r"^scenario\.yaml: \[0\] \(PriorityLevelConfiguration \"bad\"\)"):
+    with pytest.raises(
+        ConfigError, match=r"^scenario\.yaml: \[0\] \(PriorityLevelConfiguration \"bad\"\)"
+    ):
         objects_from_data([limited_pl("bad", hand_size=99)], source_name="scenario.yaml")
 
 
@@ -254,7 +282,12 @@ def test_null_means_absent():
 
 
 def test_exempt_defaults():
-    obj = {"apiVersion": API, "kind": "PriorityLevelConfiguration", "metadata": {"name": "exempt"}, "spec": {"type": "Exempt"}}
+    obj = {
+        "apiVersion": API,
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "exempt"},
+        "spec": {"type": "Exempt"},
+    }
     (pl,) = parse_objects(kube_list(obj)).priority_levels
     assert pl.is_exempt and pl.nominal_concurrency_shares == 0 and pl.lendable_percent == 0
     assert pl.queuing is None
@@ -309,25 +342,83 @@ LIM = ("spec", "limited")
 Q = ("spec", "limited", "limitResponse", "queuing")
 
 PL_CASES = [
-    ("hand bigger than deck", _set(Q + ("handSize",), 65), f"{QUEUING}.handSize: must be <= queues (64)"),
-    ("entropy 512x8", lambda o: o["spec"]["limited"]["limitResponse"].update(queuing={"queues": 512, "handSize": 8}), f"{QUEUING}.handSize"),
-    ("entropy 64x11", _set(Q + ("handSize",), 11), f"{QUEUING}.handSize: deck size 64 and hand size 11 need 66 bits"),
+    (
+        "hand bigger than deck",
+        _set(Q + ("handSize",), 65),
+        f"{QUEUING}.handSize: must be <= queues (64)",
+    ),
+    (
+        "entropy 512x8",
+        lambda o: o["spec"]["limited"]["limitResponse"].update(
+            queuing={"queues": 512, "handSize": 8}
+        ),
+        f"{QUEUING}.handSize",
+    ),
+    (
+        "entropy 64x11",
+        _set(Q + ("handSize",), 11),
+        f"{QUEUING}.handSize: deck size 64 and hand size 11 need 66 bits",
+    ),
     ("negative queues", _set(Q + ("queues",), -1), f"{QUEUING}.queues: must be positive"),
-    ("too many queues", _set(Q + ("queues",), 10_000_001), f"{QUEUING}.queues: must be at most 10000000"),
+    (
+        "too many queues",
+        _set(Q + ("queues",), 10_000_001),
+        f"{QUEUING}.queues: must be at most 10000000",
+    ),
     ("negative hand", _set(Q + ("handSize",), -2), f"{QUEUING}.handSize: must be positive"),
-    ("negative queue length", _set(Q + ("queueLengthLimit",), -1), f"{QUEUING}.queueLengthLimit: must be positive"),
+    (
+        "negative queue length",
+        _set(Q + ("queueLengthLimit",), -1),
+        f"{QUEUING}.queueLengthLimit: must be positive",
+    ),
     ("queues as string", _set(Q + ("queues",), "64"), f"{QUEUING}.queues:"),
     ("typo in queuing", _set(Q + ("handsize",), 4), f"{QUEUING}.handsize: unknown field"),
-    ("Queue without queuing", _delete(Q), f"{QUEUING}: is required when limitResponse.type is Queue"),
-    ("Reject with queuing", _set(LIM + ("limitResponse", "type"), "Reject"), f"{QUEUING}: must not be set"),
-    ("unknown response", _set(LIM + ("limitResponse", "type"), "Drop"), "spec.limited.limitResponse.type:"),
-    ("lendable over 100", _set(LIM + ("lendablePercent",), 101), "spec.limited.lendablePercent: must be between 0 and 100"),
-    ("lendable negative", _set(LIM + ("lendablePercent",), -1), "spec.limited.lendablePercent: must be between 0 and 100"),
-    ("negative borrowing limit", _set(LIM + ("borrowingLimitPercent",), -1), "spec.limited.borrowingLimitPercent: must not be negative"),
-    ("negative shares", _set(LIM + ("nominalConcurrencyShares",), -1), "spec.limited.nominalConcurrencyShares: must not be negative"),
-    ("Exempt type for other name", _set(("spec", "type"), "Exempt"), "spec.type: must be Exempt if and only if"),
+    (
+        "Queue without queuing",
+        _delete(Q),
+        f"{QUEUING}: is required when limitResponse.type is Queue",
+    ),
+    (
+        "Reject with queuing",
+        _set(LIM + ("limitResponse", "type"), "Reject"),
+        f"{QUEUING}: must not be set",
+    ),
+    (
+        "unknown response",
+        _set(LIM + ("limitResponse", "type"), "Drop"),
+        "spec.limited.limitResponse.type:",
+    ),
+    (
+        "lendable over 100",
+        _set(LIM + ("lendablePercent",), 101),
+        "spec.limited.lendablePercent: must be between 0 and 100",
+    ),
+    (
+        "lendable negative",
+        _set(LIM + ("lendablePercent",), -1),
+        "spec.limited.lendablePercent: must be between 0 and 100",
+    ),
+    (
+        "negative borrowing limit",
+        _set(LIM + ("borrowingLimitPercent",), -1),
+        "spec.limited.borrowingLimitPercent: must not be negative",
+    ),
+    (
+        "negative shares",
+        _set(LIM + ("nominalConcurrencyShares",), -1),
+        "spec.limited.nominalConcurrencyShares: must not be negative",
+    ),
+    (
+        "Exempt type for other name",
+        _set(("spec", "type"), "Exempt"),
+        "spec.type: must be Exempt if and only if",
+    ),
     ("Limited without limited", _delete(LIM), "spec.limited: is required when type is Limited"),
-    ("Limited with exempt block", _set(("spec", "exempt"), {"nominalConcurrencyShares": 1}), "spec.exempt: must not be set"),
+    (
+        "Limited with exempt block",
+        _set(("spec", "exempt"), {"nominalConcurrencyShares": 1}),
+        "spec.exempt: must not be set",
+    ),
     ("unknown type", _set(("spec", "type"), "Unlimited"), "spec.type:"),
     ("missing name", _delete(("metadata", "name")), "metadata.name: Field required"),
     ("bad name", _set(("metadata", "name"), "Not_A_Name"), "metadata.name:"),
@@ -335,7 +426,9 @@ PL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mutate, expected", [case[1:] for case in PL_CASES], ids=[case[0] for case in PL_CASES])
+@pytest.mark.parametrize(
+    "mutate, expected", [case[1:] for case in PL_CASES], ids=[case[0] for case in PL_CASES]
+)
 def test_priority_level_validation(mutate, expected):
     obj = limited_pl()
     mutate(obj)
@@ -359,7 +452,12 @@ def test_entropy_rule_allows_exactly_60_bits():
 
 def test_exempt_level_rules():
     def exempt(spec):
-        return {"apiVersion": API, "kind": "PriorityLevelConfiguration", "metadata": {"name": "exempt"}, "spec": spec}
+        return {
+            "apiVersion": API,
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": "exempt"},
+            "spec": spec,
+        }
 
     assert "spec.type: must be Exempt" in error_of(
         exempt({"type": "Limited", "limited": {"limitResponse": {"type": "Reject"}}})
@@ -382,16 +480,52 @@ S0 = R0 + ("subjects", 0)
 RULE = "spec.rules[0]"
 
 FS_CASES = [
-    ("precedence too big", _set(("spec", "matchingPrecedence"), 10001), "spec.matchingPrecedence: must be at most 10000"),
-    ("precedence negative", _set(("spec", "matchingPrecedence"), -5), "spec.matchingPrecedence: must be positive"),
-    ("precedence 1 reserved", _set(("spec", "matchingPrecedence"), 1), "spec.matchingPrecedence: only the FlowSchema named 'exempt'"),
-    ("no priority level", _delete(("spec", "priorityLevelConfiguration")), "spec.priorityLevelConfiguration: Field required"),
-    ("empty priority level", _set(("spec", "priorityLevelConfiguration", "name"), ""), "spec.priorityLevelConfiguration.name: must name"),
-    ("bad distinguisher", _set(("spec", "distinguisherMethod", "type"), "ByGroup"), "spec.distinguisherMethod.type:"),
+    (
+        "precedence too big",
+        _set(("spec", "matchingPrecedence"), 10001),
+        "spec.matchingPrecedence: must be at most 10000",
+    ),
+    (
+        "precedence negative",
+        _set(("spec", "matchingPrecedence"), -5),
+        "spec.matchingPrecedence: must be positive",
+    ),
+    (
+        "precedence 1 reserved",
+        _set(("spec", "matchingPrecedence"), 1),
+        "spec.matchingPrecedence: only the FlowSchema named 'exempt'",
+    ),
+    (
+        "no priority level",
+        _delete(("spec", "priorityLevelConfiguration")),
+        "spec.priorityLevelConfiguration: Field required",
+    ),
+    (
+        "empty priority level",
+        _set(("spec", "priorityLevelConfiguration", "name"), ""),
+        "spec.priorityLevelConfiguration.name: must name",
+    ),
+    (
+        "bad distinguisher",
+        _set(("spec", "distinguisherMethod", "type"), "ByGroup"),
+        "spec.distinguisherMethod.type:",
+    ),
     ("unknown subject kind", _set(S0 + ("kind",), "Robot"), f"{RULE}.subjects[0].kind:"),
-    ("User without user", _delete(S0 + ("user",)), f"{RULE}.subjects[0].user: is required when kind is User"),
-    ("User with group too", _set(S0 + ("group",), {"name": "g"}), f"{RULE}.subjects[0].group: must not be set"),
-    ("empty user name", _set(S0 + ("user",), {"name": ""}), f"{RULE}.subjects[0].user.name: is required"),
+    (
+        "User without user",
+        _delete(S0 + ("user",)),
+        f"{RULE}.subjects[0].user: is required when kind is User",
+    ),
+    (
+        "User with group too",
+        _set(S0 + ("group",), {"name": "g"}),
+        f"{RULE}.subjects[0].group: must not be set",
+    ),
+    (
+        "empty user name",
+        _set(S0 + ("user",), {"name": ""}),
+        f"{RULE}.subjects[0].user.name: is required",
+    ),
     (
         "SA without namespace",
         _set(S0, {"kind": "ServiceAccount", "serviceAccount": {"name": "x"}}),
@@ -403,33 +537,107 @@ FS_CASES = [
         f"{RULE}.subjects[0].serviceAccount.name: is required",
     ),
     ("Group without group", _set(S0, {"kind": "Group"}), f"{RULE}.subjects[0].group: is required"),
-    ("no subjects", _set(R0 + ("subjects",), []), f"{RULE}.subjects: must contain at least one subject"),
+    (
+        "no subjects",
+        _set(R0 + ("subjects",), []),
+        f"{RULE}.subjects: must contain at least one subject",
+    ),
     (
         "no rules at all",
         lambda o: o["spec"]["rules"][0].update(resourceRules=[], nonResourceRules=[]),
         f"{RULE}: needs at least one of resourceRules and nonResourceRules",
     ),
-    ("no verbs", _set(RR + ("verbs",), []), f"{RULE}.resourceRules[0].verbs: must contain at least one verb"),
-    ("wildcard verb mixed", _set(RR + ("verbs",), ["*", "get"]), f"{RULE}.resourceRules[0].verbs: '*' must be the only verb"),
-    ("unsupported verb", _set(RR + ("verbs",), ["frobnicate"]), f"{RULE}.resourceRules[0].verbs: unsupported verb 'frobnicate'"),
-    ("no api groups", _set(RR + ("apiGroups",), []), f"{RULE}.resourceRules[0].apiGroups: must contain at least one"),
-    ("wildcard group mixed", _set(RR + ("apiGroups",), ["*", "apps"]), f"{RULE}.resourceRules[0].apiGroups: '*' must be the only"),
-    ("no resources", _set(RR + ("resources",), []), f"{RULE}.resourceRules[0].resources: must contain at least one"),
-    ("wildcard resource mixed", _set(RR + ("resources",), ["pods", "*"]), f"{RULE}.resourceRules[0].resources: '*' must be the only"),
-    ("no namespaces, not cluster", _set(RR + ("namespaces",), []), f"{RULE}.resourceRules[0].namespaces: must contain at least one"),
-    ("wildcard namespace mixed", _set(RR + ("namespaces",), ["*", "default"]), f"{RULE}.resourceRules[0].namespaces: '*' must be the only"),
-    ("bad namespace", _set(RR + ("namespaces",), ["Bad_NS"]), f"{RULE}.resourceRules[0].namespaces[0]:"),
-    ("clusterScope as string", _set(RR + ("clusterScope",), "yes"), f"{RULE}.resourceRules[0].clusterScope:"),
-    ("non-resource no verbs", _set(NR + ("verbs",), []), f"{RULE}.nonResourceRules[0].verbs: must contain at least one verb"),
-    ("non-resource no URLs", _set(NR + ("nonResourceURLs",), []), f"{RULE}.nonResourceRules[0].nonResourceURLs: must contain"),
-    ("URL without slash", _set(NR + ("nonResourceURLs",), ["healthz"]), f"{RULE}.nonResourceRules[0].nonResourceURLs[0]: 'healthz' must start"),
-    ("URL inner wildcard", _set(NR + ("nonResourceURLs",), ["/a/*/b"]), f"{RULE}.nonResourceRules[0].nonResourceURLs[0]:"),
-    ("URL double slash", _set(NR + ("nonResourceURLs",), ["/a//b"]), f"{RULE}.nonResourceRules[0].nonResourceURLs[0]:"),
-    ("typo in rule", _set(RR + ("namespace",), ["x"]), f"{RULE}.resourceRules[0].namespace: unknown field"),
+    (
+        "no verbs",
+        _set(RR + ("verbs",), []),
+        f"{RULE}.resourceRules[0].verbs: must contain at least one verb",
+    ),
+    (
+        "wildcard verb mixed",
+        _set(RR + ("verbs",), ["*", "get"]),
+        f"{RULE}.resourceRules[0].verbs: '*' must be the only verb",
+    ),
+    (
+        "unsupported verb",
+        _set(RR + ("verbs",), ["frobnicate"]),
+        f"{RULE}.resourceRules[0].verbs: unsupported verb 'frobnicate'",
+    ),
+    (
+        "no api groups",
+        _set(RR + ("apiGroups",), []),
+        f"{RULE}.resourceRules[0].apiGroups: must contain at least one",
+    ),
+    (
+        "wildcard group mixed",
+        _set(RR + ("apiGroups",), ["*", "apps"]),
+        f"{RULE}.resourceRules[0].apiGroups: '*' must be the only",
+    ),
+    (
+        "no resources",
+        _set(RR + ("resources",), []),
+        f"{RULE}.resourceRules[0].resources: must contain at least one",
+    ),
+    (
+        "wildcard resource mixed",
+        _set(RR + ("resources",), ["pods", "*"]),
+        f"{RULE}.resourceRules[0].resources: '*' must be the only",
+    ),
+    (
+        "no namespaces, not cluster",
+        _set(RR + ("namespaces",), []),
+        f"{RULE}.resourceRules[0].namespaces: must contain at least one",
+    ),
+    (
+        "wildcard namespace mixed",
+        _set(RR + ("namespaces",), ["*", "default"]),
+        f"{RULE}.resourceRules[0].namespaces: '*' must be the only",
+    ),
+    (
+        "bad namespace",
+        _set(RR + ("namespaces",), ["Bad_NS"]),
+        f"{RULE}.resourceRules[0].namespaces[0]:",
+    ),
+    (
+        "clusterScope as string",
+        _set(RR + ("clusterScope",), "yes"),
+        f"{RULE}.resourceRules[0].clusterScope:",
+    ),
+    (
+        "non-resource no verbs",
+        _set(NR + ("verbs",), []),
+        f"{RULE}.nonResourceRules[0].verbs: must contain at least one verb",
+    ),
+    (
+        "non-resource no URLs",
+        _set(NR + ("nonResourceURLs",), []),
+        f"{RULE}.nonResourceRules[0].nonResourceURLs: must contain",
+    ),
+    (
+        "URL without slash",
+        _set(NR + ("nonResourceURLs",), ["healthz"]),
+        f"{RULE}.nonResourceRules[0].nonResourceURLs[0]: 'healthz' must start",
+    ),
+    (
+        "URL inner wildcard",
+        _set(NR + ("nonResourceURLs",), ["/a/*/b"]),
+        f"{RULE}.nonResourceRules[0].nonResourceURLs[0]:",
+    ),
+    (
+        "URL double slash",
+        _set(NR + ("nonResourceURLs",), ["/a//b"]),
+        f"{RULE}.nonResourceRules[0].nonResourceURLs[0]:",
+    ),
+    (
+        "typo in rule",
+        _set(RR + ("namespace",), ["x"]),
+        f"{RULE}.resourceRules[0].namespace: unknown field",
+    ),
 ]
 
 
-@pytest.mark.parametrize("mutate, expected", [case[1:] for case in FS_CASES], ids=[case[0] for case in FS_CASES])
+@pytest.mark.parametrize(
+    "mutate, expected", [case[1:] for case in FS_CASES], ids=[case[0] for case in FS_CASES]
+)
 def test_flow_schema_validation(mutate, expected):
     obj = flow_schema()
     mutate(obj)
@@ -457,7 +665,12 @@ def test_cluster_scope_rule_needs_no_namespaces():
 
 def test_error_names_file_item_object_and_field(tmp_path):
     path = tmp_path / "objects.yaml"
-    items = [limited_pl("a"), limited_pl("b"), flow_schema("f", "a"), limited_pl("foo", hand_size=65)]
+    items = [
+        limited_pl("a"),
+        limited_pl("b"),
+        flow_schema("f", "a"),
+        limited_pl("foo", hand_size=65),
+    ]
     path.write_text(kube_list(*items))
     with pytest.raises(ConfigError) as caught:
         load_objects(path)
@@ -468,8 +681,24 @@ def test_error_names_file_item_object_and_field(tmp_path):
 
 
 def test_error_in_second_document_names_it():
-    text = yaml.safe_dump(limited_pl("a")) + "---\n" + yaml.safe_dump(flow_schema("bad", "a", precedence=0.5))
-    with pytest.raises(ConfigError, match=r'^documents\[1\] \(FlowSchema "bad"\): spec\.matchingPrecedence:'):
+    text = (
+        yaml.safe_dump(limited_pl("a"))
+        + "---\n"
+        + yaml.safe_dump(flow_schema("bad", "a", precedence=0.5))
+    )
+    with pytest.raises(
+        ConfigError, match=r'^documents\[1\] \(FlowSchema "bad"\): spec\.matchingPrecedence:'
+    ):
+        parse_objects(text)
+
+
+def test_document_index_counts_empty_documents():
+    text = (
+        yaml.safe_dump(limited_pl("a"))
+        + "---\n---\n"
+        + yaml.safe_dump(limited_pl("b", hand_size=99))
+    )
+    with pytest.raises(ConfigError, match=r'^documents\[2\] \(PriorityLevelConfiguration "b"\)'):
         parse_objects(text)
 
 
@@ -494,7 +723,10 @@ def test_config_error_is_a_user_error():
 
 def test_unknown_kind_in_list():
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}
-    with pytest.raises(ConfigError, match=r"^items\[1\] \(object \"cm\"\): kind: 'ConfigMap'; expected FlowSchema or PriorityLevelConfiguration"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^items\[1\] \(object \"cm\"\): kind: 'ConfigMap'; expected FlowSchema or Prior",
+    ):
         parse_objects(kube_list(limited_pl("a"), config_map))
 
 
@@ -510,7 +742,10 @@ def test_non_mapping_item():
 
 
 def test_duplicate_names_are_rejected():
-    with pytest.raises(ConfigError, match=r'items\[1\] \(PriorityLevelConfiguration "a"\): metadata.name: duplicate'):
+    with pytest.raises(
+        ConfigError,
+        match=r'items\[1\] \(PriorityLevelConfiguration "a"\): metadata.name: duplicate',
+    ):
         parse_objects(kube_list(limited_pl("a"), limited_pl("a")))
     # The same name in different kinds is fine (bootstrap does it all the time).
     parse_objects(kube_list(limited_pl("a"), flow_schema("a", "a")))
@@ -528,7 +763,9 @@ def test_several_problems_are_counted_in_one_line():
 
 
 def test_dangling_flow_schema_is_dropped_with_warning(caplog):
-    objects = bootstrap_objects().overlay(parse_objects(kube_list(flow_schema("orphan", "no-such-level"))))
+    objects = bootstrap_objects().overlay(
+        parse_objects(kube_list(flow_schema("orphan", "no-such-level")))
+    )
     with caplog.at_level(logging.WARNING, logger="simapf.apf.config"):
         config = build_effective_config(objects)
     assert "orphan" not in [fs.name for fs in config.flow_schemas]
@@ -549,9 +786,10 @@ def test_mandatory_objects_are_inserted_when_missing():
         "PriorityLevelConfiguration/catch-all",
     }
     # The inserted ones are the built-in mandatory objects, unchanged.
-    assert config.priority_levels["catch-all"].spec == next(
-        pl for pl in mandatory_objects().priority_levels if pl.name == "catch-all"
-    ).spec
+    assert (
+        config.priority_levels["catch-all"].spec
+        == next(pl for pl in mandatory_objects().priority_levels if pl.name == "catch-all").spec
+    )
 
 
 def test_flow_schema_naming_a_mandatory_level_is_not_dangling_when_that_level_is_supplied():
@@ -563,11 +801,20 @@ def test_flow_schema_naming_a_mandatory_level_is_not_dangling_when_that_level_is
 
 def test_precedence_ties_are_broken_by_name():
     objects = parse_objects(
-        kube_list(flow_schema("zeta", "global-default", 700), flow_schema("alpha", "global-default", 700), flow_schema("mid", "global-default", 600))
+        kube_list(
+            flow_schema("zeta", "global-default", 700),
+            flow_schema("alpha", "global-default", 700),
+            flow_schema("mid", "global-default", 600),
+        )
     )
     config = build_effective_config(bootstrap_objects().overlay(objects))
     names = [fs.name for fs in config.flow_schemas]
-    assert names.index("mid") < names.index("alpha") < names.index("zeta") < names.index("kube-controller-manager")
+    assert (
+        names.index("mid")
+        < names.index("alpha")
+        < names.index("zeta")
+        < names.index("kube-controller-manager")
+    )
 
 
 def test_changed_mandatory_object_is_kept_with_warning():
@@ -582,7 +829,10 @@ def test_exempt_shares_may_be_tuned_without_warning():
         "apiVersion": API,
         "kind": "PriorityLevelConfiguration",
         "metadata": {"name": "exempt"},
-        "spec": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 10, "lendablePercent": 20}},
+        "spec": {
+            "type": "Exempt",
+            "exempt": {"nominalConcurrencyShares": 10, "lendablePercent": 20},
+        },
     }
     config = build_effective_config(parse_objects(kube_list(exempt)))
     assert config.priority_levels["exempt"].nominal_concurrency_shares == 10

@@ -7,7 +7,7 @@ from unittest.mock import patch
 
 from simapf.apf.queueset import DONE, REJECTED, QueueSet, Request
 from simapf.apf import replay as replay_mod
-from simapf.apf.replay import LevelSpec
+from simapf.apf.replay import LevelSpec, Trace
 
 MS = 1_000_000
 
@@ -37,10 +37,12 @@ requests = st.lists(
 
 
 def build(raw):
-    return [
-        (str(i), service * MS, Request(i, h, initial, final, latency * MS, arrival * MS))
-        for i, (arrival, h, initial, final, latency, service) in enumerate(raw)
-    ]
+    return Trace(
+        [str(i) for i in range(len(raw))],
+        [service * MS for *_, service in raw],
+        [Request(i, h, initial, final, latency * MS, arrival * MS)
+         for i, (arrival, h, initial, final, latency, _service) in enumerate(raw)],
+    )
 
 
 class Watcher:
@@ -51,7 +53,7 @@ class Watcher:
         # Width as the seat check sees it: before a final-seats cut at dispatch, which can
         # turn a wide request (final > CL) into a narrower one that still runs beside
         # seats lingering in additional latency, exactly as upstream's dispatcher does.
-        self.width = {req.seq: req.max_seats for _, _, req in trace}
+        self.width = {req.seq: req.max_seats for req in trace.requests}
         self.last_r = 0
         self.violations: list[str] = []
 
@@ -116,8 +118,8 @@ def test_work_conserving_when_nothing_is_wide(raw, cl):
     """With every request no wider than CL and a single queue, no seat idles while the
     head fits: at each dispatch decision the level is either full or the queue empty."""
     level = LevelSpec("p", cl, 1, 1, 10_000, 10_000 * MS)
-    trace = [(i, s, r) for i, s, r in build(raw)]
-    for _, _, r in trace:
+    trace = build(raw)
+    for r in trace.requests:
         r.initial_seats = r.max_seats = 1
         r.final_seats = 0
         r.additional_latency_ns = 0

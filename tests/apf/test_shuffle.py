@@ -17,7 +17,13 @@ from simapf.apf.shuffle import (
 
 # Reference §6.5: hashes and hands printed by the real Go code.
 VECTORS = [
-    ("global-default", "alice", 17644606172554983095, (55, 62, 126, 125, 105, 1), (55, 56, 51, 36, 11, 5)),
+    (
+        "global-default",
+        "alice",
+        17644606172554983095,
+        (55, 62, 126, 125, 105, 1),
+        (55, 56, 51, 36, 11, 5),
+    ),
     (
         "service-accounts",
         "system:serviceaccount:default:default",
@@ -25,7 +31,13 @@ VECTORS = [
         (127, 66, 18, 15, 64, 74),
         (63, 43, 6, 59, 8, 11),
     ),
-    ("kube-controller-manager", "kube-system", 1951360281921618776, (88, 53, 21, 91, 7, 17), (24, 23, 50, 62, 12, 43)),
+    (
+        "kube-controller-manager",
+        "kube-system",
+        1951360281921618776,
+        (88, 53, 21, 91, 7, 17),
+        (24, 23, 50, 62, 12, 43),
+    ),
     ("global-default", "", 5449774753716172163, (3, 72, 82, 58, 1, 116), (3, 51, 29, 58, 1, 33)),
 ]
 

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from simapf.errors import ConfigError
 from simapf.apf.gomath import go_round
 
 # Share of NominalCL that one request may occupy, before the hand-size bound applies.
@@ -145,8 +146,12 @@ def compute_limits(levels: Sequence[LevelSpec], server_cl: int) -> dict[str, Lev
     if share_sum <= 0:
         # Upstream would divide by zero; it cannot happen there because the mandatory
         # catch-all level always carries 5 shares.
-        raise ValueError("the nominal concurrency shares of all levels sum to 0")
+        raise LimitsError("the nominalConcurrencyShares of all priority levels sum to 0")
     return {spec.name: _level_limits(spec, server_cl, share_sum) for spec in levels}
+
+
+class LimitsError(ConfigError, ValueError):
+    """A configuration whose limits cannot be computed (shown to the user as a config error)."""
 
 
 def nominal_cl_sum(limits: Iterable[LevelLimits] | dict[str, LevelLimits]) -> int:

@@ -272,8 +272,9 @@ class QueueSet:
                 if not self._expiry_timer_set:
                     self._expiry_timer_set = True
                     self.scheduler.call_at(req.deadline_ns, TIMEOUT, req.seq, self._expire, None)
-            else:
-                self.scheduler.call_at(req.deadline_ns, TIMEOUT, req.seq, self._time_out, req)
+            else:  # its own deadline, from server receipt: it may already have passed
+                when = req.deadline_ns if req.deadline_ns > now else now
+                self.scheduler.call_at(when, TIMEOUT, req.seq, self._time_out, req)
 
     def _choose_queue(self, flow_hash: int) -> Queue:
         hand = self._hands.get(flow_hash)
@@ -407,12 +408,14 @@ class QueueSet:
                 self._active_queues -= 1
         if req.additional_latency_ns <= 0:
             self._release(req, now)
-            self.dispatch_as_much_as_possible()
         else:
             req.state = LINGERING
             self.scheduler.call_at(
                 now + req.additional_latency_ns, RELEASE, req.seq, self._release_after_latency, req
             )
+        # A pass after every finish, lingering seats or not: one fewer executing request can
+        # let a wide request run alone, and the corrected charge can change the best head.
+        self.dispatch_as_much_as_possible()
 
     def _release_after_latency(self, req: Request) -> None:
         now = self.scheduler.now()
@@ -430,7 +433,10 @@ class QueueSet:
         q = req.queue
         if q is not None:
             q.seats_in_use -= m
-            if len(self.queues) > self.desired_queues and not q.fifo and not q.executing:
+            if (len(self.queues) > self.desired_queues and not q.fifo and not q.executing
+                    and q.index < len(self.queues) and self.queues[q.index] is q):
+                # The identity check keeps a queue that went empty from being removed twice
+                # when two of its requests release lingering seats one after the other.
                 self._remove_queue(q)
         self.listener.released(req)
 

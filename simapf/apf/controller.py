@@ -114,6 +114,7 @@ class APFController:
             {name: lv.integrator for name, lv in self.levels.items()},
         )
         self._borrowing_started = False
+        self._stopped = False
         self.adjust_borrowing()  # the config digest's own adjustment: the idle CurrentCLs
 
     # ----------------------------------------------------------------- set-up
@@ -180,8 +181,14 @@ class APFController:
         self.scheduler.call_at(when, OTHER, 0, self._periodic_adjustment, None)
 
     def _periodic_adjustment(self, _: object) -> None:
+        if self._stopped:
+            return
         self.adjust_borrowing()
         self._schedule_adjustment()
+
+    def stop(self) -> None:
+        """The process this controller belongs to has died: no more adjustments."""
+        self._stopped = True
 
     # ----------------------------------------------------------------- requests
 

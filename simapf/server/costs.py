@@ -1,0 +1,151 @@
+"""What one request costs: CPU, etcd work, live bytes and allocated bytes, by serving path.
+
+The formulas are list-memory.md §6.1 (bytes) and §6.2 (CPU), a starting hypothesis that
+calibration will fit. Notation: S = response bytes on the wire, n = objects returned,
+N = objects read, B = stored bytes read, k = decoded/stored size ratio.
+
+    etcd:       live = B + k·B + c_conv·k·S + enc_live
+    cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
+    WatchList:  live = W_const
+    enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
+    allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
+                + encode_alloc·S·(streaming_alloc_multiplier if streamed)      (≥ live)
+
+    cpu = request + [etcd call + receive·B + decode_obj·N + decode_byte·B]   (etcd)
+                  + [cache_obj·N]                                            (cache)
+                  + convert·S (resources that convert)
+                  + (enc_obj·n + enc_byte·S)·(1 + streaming overhead if streamed)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simapf.server.etcd import range_work
+from simapf.server.paths import Encoding, RequestCost, ServingPath
+from simapf.server.params import ServerParams
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPlan:
+    """The resource figures of one request, computed once per distinct `RequestCost`.
+
+    `etcd_work` is in etcd server-seconds (0 = no etcd read); `cpu_core_s` excludes GC assists,
+    which depend on the GC's state when the request allocates.
+    """
+
+    cpu_core_s: float
+    etcd_work: float
+    wait_live_bytes: float
+    live_bytes: float
+    alloc_bytes: float
+
+
+def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]:
+    """(core-s per item, core-s per byte) of encoding a response."""
+    c = params.request_cpu
+    if encoding is Encoding.PROTOBUF:
+        return c.protobuf_encode_core_s_per_object, c.protobuf_encode_core_s_per_byte
+    if encoding is Encoding.CBOR:
+        return c.cbor_encode_core_s_per_object, c.cbor_encode_core_s_per_byte
+    if encoding is Encoding.YAML:
+        return c.yaml_encode_core_s_per_object, c.yaml_encode_core_s_per_byte
+    return c.json_encode_core_s_per_object, c.json_encode_core_s_per_byte  # JSON and as=Table
+
+
+def etcd_work(params: ServerParams, stored_bytes: float) -> float:
+    """Server-seconds of one etcd range of `stored_bytes` (see simapf.server.etcd)."""
+    return range_work(params.etcd, stored_bytes)
+
+
+def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
+    shape = cost.shape
+    path = cost.path
+    cpu_p = params.request_cpu
+    mem_p = params.request_memory
+    S = float(shape.response_bytes)
+    n = shape.objects_returned
+    N = shape.n_read
+    B = float(shape.b_read)
+    streaming = cost.streaming
+
+    per_item, per_byte = encode_cost(params, shape.encoding)
+    encode_cpu = per_item * n + per_byte * S
+    if streaming and path is not ServingPath.WATCHLIST_STREAM:
+        encode_cpu *= 1.0 + cpu_p.streaming_encode_overhead_fraction
+
+    k = mem_p.etcd_decoded_multiplier if path is ServingPath.ETCD else params.watch_cache.decoded_size_multiplier
+    conv_cpu = cpu_p.convert_core_s_per_byte * S if shape.converts else 0.0
+    conv_live = mem_p.conversion_copy_fraction * k * S if shape.converts else 0.0
+    if streaming:
+        item = S / n if n > 0 else 0.0
+        enc_live = mem_p.streaming_item_buffer_multiplier * min(item, mem_p.max_object_bytes)
+        enc_alloc = mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
+    else:
+        enc_live = mem_p.encode_buffer_multiplier * S
+        enc_alloc = mem_p.encode_alloc_multiplier * S
+    temp = 1.0 + mem_p.temp_garbage_fraction
+
+    etcd = 0.0
+    wait_live = 0.0
+    if path is ServingPath.ETCD:
+        decoded = k * B
+        held = B + decoded + conv_live
+        live = held + enc_live
+        alloc = held * temp + enc_alloc
+        cpu = (
+            cpu_p.request_core_s
+            + cpu_p.etcd_request_core_s
+            + cpu_p.etcd_receive_core_s_per_byte * B
+            + cpu_p.decode_core_s_per_object * N
+            + cpu_p.decode_core_s_per_byte * B
+            + conv_cpu
+            + encode_cpu
+        )
+        etcd = etcd_work(params, B)
+        wait_live = params.etcd.wait_live_fraction * B
+    elif path is ServingPath.WATCHLIST_STREAM:
+        live = mem_p.watchlist_bytes
+        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + mem_p.encode_alloc_multiplier * S
+        cpu = (
+            cpu_p.request_core_s
+            + cpu_p.cache_core_s_per_object * N
+            + cpu_p.watch_event_core_s_per_object * n
+            + conv_cpu
+            + encode_cpu
+        )
+    else:  # CACHE, CACHE_SNAPSHOT
+        held = mem_p.struct_copy_bytes_per_object * n + conv_live
+        live = held + enc_live
+        alloc = held * temp + enc_alloc
+        cpu = cpu_p.request_core_s + cpu_p.cache_core_s_per_object * N + conv_cpu + encode_cpu
+    if alloc < live:
+        alloc = live
+    return RequestPlan(cpu, etcd, wait_live, live, alloc)
+
+
+def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) -> tuple[RequestPlan, float]:
+    """A watch cache's initial LIST from etcd after a restart, and the bytes the cache keeps.
+
+    Live while it runs: the range response and the decoded objects; when it ends the response
+    is garbage and the decoded objects stay as the cache.
+    """
+    cpu_p = params.request_cpu
+    B = float(stored_bytes)
+    cache = cache_bytes(params, object_count, stored_bytes)
+    live = B + cache
+    alloc = live * (1.0 + params.request_memory.temp_garbage_fraction)
+    cpu = (
+        cpu_p.etcd_request_core_s
+        + cpu_p.etcd_receive_core_s_per_byte * B
+        + cpu_p.decode_core_s_per_object * object_count
+        + cpu_p.decode_core_s_per_byte * B
+        + cpu_p.refill_core_s_per_object * object_count
+    )
+    return RequestPlan(cpu, etcd_work(params, B), 0.0, live, alloc), cache
+
+
+def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float) -> float:
+    """Heap bytes a watch cache holds for a resource: decoded objects plus per-entry overhead."""
+    wc = params.watch_cache
+    return wc.decoded_size_multiplier * stored_bytes + wc.per_object_overhead_bytes * object_count

@@ -1,0 +1,305 @@
+"""Processor sharing of CPU cores among executing requests and the Go GC.
+
+Requests are jobs of known CPU work (core-seconds). At any instant each of the k requests runs
+at the same rate r, and the GC's mark phase (when on) at rate g; both follow from k, the
+number of Ps (GOMAXPROCS), the usable cores and how the GC shares CPU (`_rates`). Without the GC,
+r = min(1, N/k) for k jobs on N cores.
+
+Cost per event is O(log n) with a virtual-work clock: V(t) = service one request has received
+since V was last reset, dV/dt = r. A job arriving at V0 with work w finishes when V reaches
+V0 + w, whatever happens to r meanwhile, so the heap of (V_finish, seq) never needs rekeying.
+One SimPy timeout is pending at a time, for the earliest completion (request or GC); when the
+rates change it is replaced by an earlier one if needed, and a later-than-needed timeout is
+just a wake-up that reschedules (generation counter), so arrivals that slow everyone down
+create no event.
+
+Time is integer nanoseconds (the SimPy clock). Completion times are rounded up to the next
+nanosecond; a job whose remaining work would take less than 1 ns completes, so the CPU
+integrals may count up to 1 ns of a core too much per completion.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+import simpy
+
+NS = 1_000_000_000
+_INV_NS = 1e-9
+
+
+class ProcessorSharing:
+    """k request jobs sharing `cores` over `procs` threads, plus an optional GC mark phase.
+
+    `cores` (N) is the CPU the process can get; `procs` (P) how many goroutines run at once
+    (GOMAXPROCS; for etcd, its concurrency). `gc_threads` (w) is the dedicated mark workers'
+    share of P, used only while a mark phase is on.
+    """
+
+    __slots__ = (
+        "env", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
+        "_heap", "_k", "_v", "_r", "_t", "_seq",
+        "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
+        "_req_core_s", "_gc_core_s",
+        "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch",
+    )
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        cores: float,
+        procs: int | float | None = None,
+        *,
+        gc_threads: float = 0.0,
+        gc_sharing: str = "reserved",
+        gc_idle_workers: bool = True,
+    ) -> None:
+        if cores <= 0:
+            raise ValueError("cores must be positive")
+        self.env = env
+        self.procs = float(procs) if procs is not None else float(cores)
+        self.cores = min(float(cores), self.procs)
+        self.gc_threads = float(gc_threads)
+        if gc_sharing not in ("reserved", "shared"):
+            raise ValueError(f"gc_sharing must be 'reserved' or 'shared', got {gc_sharing!r}")
+        self.gc_sharing = gc_sharing
+        self.gc_idle_workers = gc_idle_workers
+        self._heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._k = 0
+        self._v = 0.0
+        self._r = 0.0
+        self._t = env.now
+        self._seq = 0
+        self._gc_on = False
+        self._gc_rem = 0.0
+        self._g = 0.0
+        self._gc_cb: Callable[[Any], None] | None = None
+        self._gc_arg: Any = None
+        self._req_core_s = 0.0
+        self._gc_core_s = 0.0
+        self._gen = 0
+        self._pending_at: int | None = None
+        self._dispatching = False
+        self._timer_cb = self._on_timer
+        self._epoch = 0  # bumped by clear(): callbacks of a dead process are not delivered
+
+    # ---------------------------------------------------------------- rates
+
+    def _rates(self) -> None:
+        """Set r (per request) and g (GC) from k and the GC state."""
+        k = self._k
+        P = self.procs
+        N = self.cores
+        if not self._gc_on:
+            self._g = 0.0
+            if k == 0:
+                self._r = 0.0
+            elif k <= N:
+                self._r = 1.0
+            else:
+                m = k if k < P else P  # goroutines on Ps; the rest wait their turn
+                s = N / m if m > N else 1.0
+                self._r = m * s / k
+            return
+        w = self.gc_threads
+        if self.gc_sharing == "reserved":
+            # Dedicated workers own w Ps; requests run on the other P - w; idle Ps mark too.
+            pw = P - w if P > w else 0.0
+            m = k if k < pw else pw
+            gt = w + (pw - m if self.gc_idle_workers else 0.0)
+            T = m + gt
+            s = N / T if T > N else 1.0
+            self._r = m * s / k if k else 0.0
+            self._g = gt * s
+        else:
+            # Mark workers are w more threads competing with request goroutines.
+            idle = P - k - w if self.gc_idle_workers and P > k + w else 0.0
+            gt = w + idle
+            T = k + gt
+            run = T if T < P else P
+            s = (N / run if run > N else 1.0) * run / T
+            self._r = s
+            self._g = gt * s
+
+    def _advance(self, now: int) -> None:
+        dt = now - self._t
+        if dt:
+            dts = dt * _INV_NS
+            r = self._r
+            if r:
+                self._v += r * dts
+                self._req_core_s += self._k * r * dts
+            g = self._g
+            if g:
+                done = g * dts
+                self._gc_core_s += done if done < self._gc_rem else self._gc_rem
+                self._gc_rem -= done
+                if self._gc_rem < 0.0:
+                    self._gc_rem = 0.0
+            self._t = now
+
+    # ---------------------------------------------------------------- jobs
+
+    def add(self, work_core_s: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+        """Start a request job of `work_core_s` core-seconds; `callback(arg)` when done."""
+        now = self.env._now
+        if now != self._t:
+            self._advance(now)
+        if self._k == 0 and not self._heap:
+            self._v = 0.0  # keep V small so float resolution stays far below 1 ns
+        self._seq += 1
+        heapq.heappush(self._heap, (self._v + work_core_s, self._seq, callback, arg))
+        self._k += 1
+        self._rates()
+        if not self._dispatching:
+            self._schedule(now)
+
+    def start_gc(self, work_core_s: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+        """Start a mark phase of `work_core_s` core-seconds; `callback(arg)` when done."""
+        if self._gc_on:
+            raise RuntimeError("a GC mark phase is already running")
+        now = self.env._now
+        self._advance(now)
+        self._gc_on = True
+        self._gc_rem = work_core_s
+        self._gc_cb = callback
+        self._gc_arg = arg
+        self._rates()
+        if not self._dispatching:
+            self._schedule(now)
+
+    def gc_remaining(self) -> float:
+        """Core-seconds of mark work left (0 when no mark phase runs)."""
+        if not self._gc_on:
+            return 0.0
+        self._advance(self.env._now)
+        return self._gc_rem
+
+    def gc_done_elsewhere(self, work_core_s: float) -> None:
+        """Mark work done outside the dedicated workers (assists): the phase ends sooner."""
+        if not self._gc_on or work_core_s <= 0:
+            return
+        now = self.env._now
+        self._advance(now)
+        self._gc_rem -= work_core_s
+        if self._gc_rem < 0.0:
+            self._gc_rem = 0.0
+        if not self._dispatching:
+            self._schedule(now)
+
+    @property
+    def gc_active(self) -> bool:
+        return self._gc_on
+
+    @property
+    def jobs(self) -> int:
+        """Request jobs executing."""
+        return self._k
+
+    @property
+    def rate_per_job(self) -> float:
+        """Cores each request gets now."""
+        return self._r
+
+    @property
+    def gc_rate(self) -> float:
+        """Cores the mark phase gets now."""
+        return self._g
+
+    def request_core_seconds(self) -> float:
+        """CPU used by request jobs since the start (includes assist work they were given)."""
+        self._advance(self.env._now)
+        return self._req_core_s
+
+    def gc_core_seconds(self) -> float:
+        """CPU used by mark workers since the start."""
+        self._advance(self.env._now)
+        return self._gc_core_s
+
+    def clear(self) -> None:
+        """Drop every job and the mark phase without calling back (the process died)."""
+        self._advance(self.env._now)
+        self._heap.clear()
+        self._k = 0
+        self._v = 0.0
+        self._gc_on = False
+        self._gc_rem = 0.0
+        self._gc_cb = None
+        self._gc_arg = None
+        self._rates()
+        self._gen += 1  # the pending timeout, if any, is now stale
+        self._pending_at = None
+        self._epoch += 1
+
+    # ---------------------------------------------------------------- timer
+
+    def _schedule(self, now: int) -> None:
+        at = -1
+        heap = self._heap
+        if heap and self._r > 0.0:
+            # Less a thousandth of a ns, so float noise in an exact time does not add 1 ns.
+            d = (heap[0][0] - self._v) / self._r * NS - 1e-3
+            di = int(d)
+            if di < d:
+                di += 1
+            at = now + (di if di > 0 else 0)
+        if self._gc_on:
+            g = self._g
+            if g > 0.0:
+                d = self._gc_rem / g * NS - 1e-3
+                di = int(d)
+                if di < d:
+                    di += 1
+                t = now + (di if di > 0 else 0)
+                if at < 0 or t < at:
+                    at = t
+            elif self._gc_rem <= 0.0 and (at < 0 or now < at):
+                at = now
+        if at < 0:
+            return
+        pending = self._pending_at
+        if pending is not None and pending <= at:
+            return  # an earlier wake-up is already set; it will reschedule
+        self._pending_at = at
+        self._gen += 1
+        self.env.timeout(at - now, self._gen).callbacks.append(self._timer_cb)
+
+    def _on_timer(self, event: simpy.Event) -> None:
+        if event._value != self._gen:
+            return
+        self._pending_at = None
+        now = self.env._now
+        self._advance(now)
+        heap = self._heap
+        done = []
+        if heap:
+            # Due: would finish within 1 ns at the current rate.
+            limit = self._v + self._r * _INV_NS
+            pop = heapq.heappop
+            while heap and heap[0][0] <= limit:
+                done.append(pop(heap))
+            self._k -= len(done)
+        gc_done = self._gc_on and self._gc_rem <= self._g * _INV_NS
+        gc_cb = gc_arg = None
+        if gc_done:
+            self._gc_core_s += self._gc_rem
+            gc_cb, gc_arg = self._gc_cb, self._gc_arg
+            self._gc_on = False
+            self._gc_rem = 0.0
+            self._gc_cb = self._gc_arg = None
+        if done or gc_done:
+            self._rates()
+        epoch = self._epoch
+        self._dispatching = True
+        try:
+            for _vf, _seq, cb, arg in done:
+                cb(arg)
+                if self._epoch != epoch:
+                    break  # a callback killed the process: the rest died with it
+            else:
+                if gc_cb is not None:
+                    gc_cb(gc_arg)
+        finally:
+            self._dispatching = False
+        self._schedule(self.env._now)

@@ -1,0 +1,188 @@
+"""Heap and RSS accounting of the apiserver process (list-memory.md §4.7, §6.3).
+
+Quantities, all bytes (floats):
+
+- `base_live`: live heap that does not depend on requests: the process's own live heap plus the
+  watch caches (decoded objects).
+- `inflight_live`: the sum of the live bytes of executing requests. They appear when a request
+  starts executing (an etcd-served LIST: when its range response arrives) and leave when it ends.
+- `heap_live`: Go's heapLive: every byte allocated since the last mark termination plus the bytes
+  that mark kept. It only grows between GC cycles; a cycle's end sets it to what was marked.
+  `heap_live - live` is garbage not yet collected.
+- `heap_free`: free heap pages still mapped (unscavenged). Freed bytes land here at the end of a
+  cycle; allocation reuses them before the heap grows; the scavenger returns them to the OS
+  (MADV_DONTNEED, Go's default on Linux, so RSS falls at once).
+
+    RSS = (heap_live + heap_free)·(1 + heap_metadata_fraction) + nonheap_bytes
+
+RSS only rises when an allocation grows the heap, so checking the container limit at each
+allocation finds every crossing without a time step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import simpy
+
+from simapf.server.params import ServerParams
+
+if TYPE_CHECKING:
+    from simapf.server.gc import GoGC
+
+_INV_NS = 1e-9
+
+
+class MemoryModel:
+    __slots__ = (
+        "env", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
+        "base_live", "inflight_live", "heap_live", "heap_free",
+        "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
+        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive",
+    )
+
+    def __init__(self, env: simpy.Environment, params: ServerParams) -> None:
+        self.env = env
+        p = params.process
+        self.nonheap_bytes = p.nonheap_bytes
+        self.meta = 1.0 + p.heap_metadata_fraction
+        self.limit_bytes = p.memory_limit_bytes
+        self.gomemlimit_bytes = params.gc.gomemlimit_bytes
+        self.memlimit_scavenge = (
+            params.gc.gomemlimit_bytes * params.gc.memory_limit_scavenge_fraction
+            if params.gc.gomemlimit_bytes is not None
+            else None
+        )
+        self.scavenge_rate = params.gc.scavenge_rate_bytes_per_s
+        self.gc: GoGC | None = None
+        self.on_over_limit: Callable[[], None] | None = None
+        self.alloc_total = 0.0
+        self.released_bytes = 0.0
+        self.peak_rss = 0.0
+        self.peak_heap = 0.0
+        self.start_process(params.process.live_heap_bytes)
+
+    def start_process(self, base_live: float) -> None:
+        """A fresh process: the heap holds exactly its live baseline."""
+        self.alive = True
+        self.base_live = base_live
+        self.inflight_live = 0.0
+        self.heap_live = base_live
+        self.heap_free = 0.0
+        self.retained_goal = float("inf")
+        self._scav_t = self.env._now
+        rss = self.rss_bytes()
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+
+    def kill(self) -> None:
+        """The process is gone: it holds no memory."""
+        self.alive = False
+        self.base_live = self.inflight_live = self.heap_live = self.heap_free = 0.0
+
+    # ------------------------------------------------------------------ gauges
+
+    @property
+    def live_bytes(self) -> float:
+        return self.base_live + self.inflight_live
+
+    @property
+    def garbage_bytes(self) -> float:
+        g = self.heap_live - self.base_live - self.inflight_live
+        return g if g > 0.0 else 0.0
+
+    def rss_bytes(self) -> float:
+        if not self.alive:
+            return 0.0
+        return (self.heap_live + self.heap_free) * self.meta + self.nonheap_bytes
+
+    def mapped_bytes(self) -> float:
+        """What Go's runtime has mapped and ready (its view for GOMEMLIMIT): RSS here."""
+        return self.rss_bytes()
+
+    # ------------------------------------------------------------------ allocation
+
+    def allocate(self, nbytes: float) -> float:
+        """Allocate `nbytes`; returns the assist CPU (core-s) the allocator owes the GC, or -1.0
+        if the allocation pushed RSS over the container limit and the process was killed."""
+        heap = self.heap_live = self.heap_live + nbytes
+        if heap > self.peak_heap:
+            self.peak_heap = heap
+        self.alloc_total += nbytes
+        free = self.heap_free
+        if free > 0.0 and heap + free > self.retained_goal:
+            self.scavenge()
+            free = self.heap_free
+        if free >= nbytes:
+            self.heap_free = free - nbytes
+        else:
+            self.heap_free = 0.0
+            rss = heap * self.meta + self.nonheap_bytes
+            if rss > self.peak_rss:
+                self.peak_rss = rss
+            limit = self.limit_bytes
+            if limit is not None and rss > limit:
+                if self.on_over_limit is not None:
+                    self.on_over_limit()
+                return -1.0
+        gc = self.gc
+        if gc is None:
+            return 0.0
+        if gc.marking:
+            gc.alloc_during_mark += nbytes
+            return gc.assist(nbytes)
+        if heap >= gc.trigger:
+            gc.start_cycle()
+        return 0.0
+
+    # ------------------------------------------------------------------ GC and scavenger
+
+    def collect(self, marked: float) -> float:
+        """Mark termination: the heap is what was marked; the rest becomes free pages."""
+        freed = self.heap_live - marked
+        if freed < 0.0:
+            freed = 0.0
+        self.heap_live = marked
+        self.heap_free += freed
+        return freed
+
+    def set_retained_goal(self, retained_goal: float) -> None:
+        """Where the scavenger stops: the GC's retained-heap goal, or below the memory-limit
+        goal (0.95 x GOMEMLIMIT less non-heap memory) when that is lower."""
+        self.scavenge()
+        if self.memlimit_scavenge is not None:
+            mem_target = (self.memlimit_scavenge - self.nonheap_bytes) / self.meta
+            if mem_target < retained_goal:
+                retained_goal = mem_target
+            self._scavenge_to_memory_limit()
+        self.retained_goal = retained_goal
+
+    def scavenge(self) -> None:
+        """Bring the background scavenger up to now: release free pages above the retained
+        goal at `scavenge_rate` bytes per second of elapsed time."""
+        now = self.env._now
+        dt = (now - self._scav_t) * _INV_NS
+        self._scav_t = now
+        free = self.heap_free
+        if free <= 0.0 or dt <= 0.0:
+            return
+        excess = self.heap_live + free - self.retained_goal
+        if excess <= 0.0:
+            return
+        release = self.scavenge_rate * dt
+        if release > excess:
+            release = excess
+        if release > free:
+            release = free
+        self.heap_free = free - release
+        self.released_bytes += release
+
+    def _scavenge_to_memory_limit(self) -> None:
+        # Over GOMEMLIMIT the runtime scavenges synchronously, not at the background pace.
+        limit = self.gomemlimit_bytes
+        assert limit is not None
+        over = self.mapped_bytes() - limit
+        if over > 0.0 and self.heap_free > 0.0:
+            release = min(self.heap_free, over / self.meta)
+            self.heap_free -= release
+            self.released_bytes += release

@@ -1,0 +1,303 @@
+"""The facade the runtime drives: one call per request, gauges for series, deaths and restarts.
+
+    model = ResourceModel(env, ServerParams())
+    model.set_watch_cache([CachedResource("pods", 5000, 50e6)])
+    model.start(RequestCost(ServingPath.ETCD, ResponseShape(100_000, 10)), on_done)
+    ...
+    model.snapshot()            # gauges and counters now
+
+`start` runs the request through etcd (if its path reads etcd), then allocates its bytes (which
+may start a GC cycle, or charge it a GC assist, or kill the process) and runs its CPU work under
+processor sharing; `on_done(now_ns)` is called when the handler would return. Nothing per
+request is a SimPy process: a request is a tuple passed between callbacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generator, Iterable, NamedTuple
+
+import simpy
+
+from simapf.server.costs import RequestPlan, compute_plan, refill_plan
+from simapf.server.cpu import NS, ProcessorSharing
+from simapf.server.etcd import EtcdModel
+from simapf.server.gc import GoGC
+from simapf.server.memory import MemoryModel
+from simapf.server.params import ServerParams
+from simapf.server.paths import RequestCost
+from simapf.server.process import ProcessState, ServerProcessState
+
+DoneCallback = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResource:
+    """A resource held in the watch cache: `stored_bytes` in etcd over `object_count` objects."""
+
+    name: str
+    object_count: int
+    stored_bytes: float
+
+
+class ServerSnapshot(NamedTuple):
+    """Gauges and counters at one instant; a list of these is a pandas DataFrame.
+
+    Counters (`*_total`, `gc_cycles`, `oom_kills`) run across restarts. `cpu_seconds_total` is
+    process_cpu_seconds_total (requests + GC); `gc_cpu_seconds_total` is the GC's part (mark
+    workers + assists). Byte figures are 0 while the process is down.
+    """
+
+    t_ns: int
+    up: bool
+    state: str
+    rss_bytes: float
+    heap_inuse_bytes: float  # Go heap_live: live + not yet collected
+    heap_free_bytes: float  # free, not yet scavenged (in RSS)
+    heap_goal_bytes: float
+    heap_trigger_bytes: float
+    live_bytes: float  # reachable: baseline + watch caches + in-flight requests
+    inflight_live_bytes: float
+    garbage_bytes: float
+    gc_cycles: int
+    gc_marking: bool
+    cpu_seconds_total: float
+    request_cpu_seconds_total: float
+    gc_cpu_seconds_total: float
+    requests_executing: int
+    etcd_reads_in_flight: int
+    requests_completed_total: int
+    oom_kills: int
+    alloc_bytes_total: float  # go_memstats_alloc_bytes_total
+
+
+class ResourceModel:
+    """CPU, etcd, memory and the Go GC of one kube-apiserver, driven per request."""
+
+    def __init__(self, env: simpy.Environment, params: ServerParams | None = None) -> None:
+        self.env = env
+        self.params = params = params if params is not None else ServerParams()
+        cp = params.cpu
+        self.cpu = ProcessorSharing(
+            env,
+            cores=cp.effective_cores,
+            procs=cp.procs,
+            gc_threads=params.gc.dedicated_fraction * cp.procs,
+            gc_sharing=params.gc.cpu_sharing,
+            gc_idle_workers=params.gc.idle_mark_workers,
+        )
+        self.etcd = EtcdModel(env, params.etcd)
+        self.memory = MemoryModel(env, params)
+        self.gc = GoGC(env, params, self.memory, self.cpu)
+        self.memory.gc = self.gc
+        self.memory.on_over_limit = self._oom
+        self.process = ServerProcessState()
+        self._plans: dict[RequestCost, RequestPlan] = {}
+        self._resources: dict[str, CachedResource] = {}
+        self._cache_bytes: dict[str, float] = {}
+        self._ready: set[str] = set()
+        self._refilling = 0
+        self._up = True
+        self.completed = 0
+        self._restart_cb = self._restart
+
+    # ------------------------------------------------------------------ per request
+
+    def plan(self, cost: RequestCost) -> RequestPlan:
+        """CPU, etcd work and bytes of a request (cached per distinct cost)."""
+        plan = self._plans.get(cost)
+        if plan is None:
+            plan = self._plans[cost] = compute_plan(self.params, cost)
+        return plan
+
+    def start(self, cost: RequestCost, on_done: DoneCallback) -> bool:
+        """Execute a request; `on_done(now_ns)` when its handler returns.
+
+        Returns False (and never calls back) when the process is down. If the process dies
+        while the request runs, `on_done` is not called; `process.on_oom` hooks fire instead.
+        """
+        if not self._up:
+            return False
+        plan = self._plans.get(cost)
+        if plan is None:
+            plan = self.plan(cost)
+        req = (plan, on_done)
+        if plan.etcd_work:
+            if plan.wait_live_bytes:
+                mem = self.memory
+                mem.inflight_live += plan.wait_live_bytes
+                if mem.allocate(plan.wait_live_bytes) < 0.0:
+                    return True  # killed; the on_oom hooks told the runtime
+            self.etcd.read(plan.etcd_work, self._after_etcd, req)
+        else:
+            self._begin_cpu(req)
+        return True
+
+    def _after_etcd(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+        plan = req[0]
+        if plan.wait_live_bytes:
+            self.memory.inflight_live -= plan.wait_live_bytes
+        self._begin_cpu(req)
+
+    def _begin_cpu(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+        plan = req[0]
+        mem = self.memory
+        mem.inflight_live += plan.live_bytes
+        assist = mem.allocate(plan.alloc_bytes)
+        if assist < 0.0:
+            return  # the allocation killed the process
+        self.cpu.add(plan.cpu_core_s + assist, self._finish, req)
+
+    def _finish(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+        self.memory.inflight_live -= req[0].live_bytes
+        self.completed += 1
+        req[1](self.env._now)
+
+    # ------------------------------------------------------------------ watch cache
+
+    def set_watch_cache(self, resources: Iterable[CachedResource]) -> None:
+        """Register the watch-cached resources, taken as filled now (call at the start)."""
+        for res in resources:
+            _plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes)
+            old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
+            self._resources[res.name] = res
+            self._cache_bytes[res.name] = nbytes
+            if self._up:
+                mem = self.memory
+                mem.base_live += nbytes - old
+                mem.heap_live += nbytes - old
+                self._ready.add(res.name)
+        self.gc.base_changed()
+
+    def watch_cache_ready(self, name: str) -> bool:
+        """Whether the resource's watch cache is filled (serving_path's `cache_ready`)."""
+        return name in self._ready
+
+    @property
+    def resources(self) -> tuple[CachedResource, ...]:
+        return tuple(self._resources.values())
+
+    # ------------------------------------------------------------------ life and death
+
+    @property
+    def up(self) -> bool:
+        return self._up
+
+    @property
+    def state(self) -> ProcessState:
+        return self.process.state
+
+    def kill(self, reason: str = "killed") -> None:
+        """Kill the process now (an outage in a scenario); it restarts after `restart_s`."""
+        if not self._up:
+            return
+        now = self.env._now
+        self._up = False
+        self.cpu.clear()
+        self.etcd.clear()
+        self.gc.stop()
+        self.memory.kill()
+        self._ready.clear()
+        self._refilling = 0
+        self.process.went_down(now, reason)
+        epoch = self.process.epoch
+        delay = int(round(self.params.process.restart_s * NS))
+        self.env.timeout(delay, epoch).callbacks.append(self._restart_cb)
+
+    def _oom(self) -> None:
+        self.kill("oom")
+
+    def _restart(self, event: simpy.Event) -> None:
+        if event._value != self.process.epoch or self._up:
+            return
+        now = self.env._now
+        self._up = True
+        self.memory.start_process(self.params.process.live_heap_bytes)
+        self.gc.reset()
+        epoch = self.process.epoch
+        refill = list(self._resources.values())
+        self.process.came_back(now, refilling=bool(refill))
+        if self.process.epoch != epoch:
+            return  # a restart hook killed it again
+        if not refill:
+            self.process.became_ready(now)
+            return
+        self._refilling = len(refill)
+        for res in refill:
+            plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes)
+            self.etcd.read(plan.etcd_work, self._refill_cpu, (plan, res.name, nbytes, epoch))
+
+    def _refill_cpu(self, job: tuple[RequestPlan, str, float, int]) -> None:
+        plan, _name, _nbytes, epoch = job
+        if epoch != self.process.epoch:
+            return
+        mem = self.memory
+        mem.inflight_live += plan.live_bytes
+        assist = mem.allocate(plan.alloc_bytes)
+        if assist < 0.0:
+            return
+        self.cpu.add(plan.cpu_core_s + assist, self._refill_done, job)
+
+    def _refill_done(self, job: tuple[RequestPlan, str, float, int]) -> None:
+        plan, name, nbytes, epoch = job
+        if epoch != self.process.epoch:
+            return
+        mem = self.memory
+        # The range response is garbage now; the decoded objects stay as the cache.
+        mem.inflight_live -= plan.live_bytes
+        mem.base_live += nbytes
+        self._ready.add(name)
+        self._refilling -= 1
+        if self._refilling == 0:
+            self.process.became_ready(self.env._now)
+
+    # ------------------------------------------------------------------ observation
+
+    def snapshot(self) -> ServerSnapshot:
+        now = self.env._now
+        mem = self.memory
+        gc = self.gc
+        cpu = self.cpu
+        if self._up:
+            mem.scavenge()
+        req_cpu = cpu.request_core_seconds()
+        gc_cpu = cpu.gc_core_seconds() + gc.assist_core_s_total
+        return ServerSnapshot(
+            t_ns=now,
+            up=self._up,
+            state=self.process.state.value,
+            rss_bytes=mem.rss_bytes(),
+            heap_inuse_bytes=mem.heap_live,
+            heap_free_bytes=mem.heap_free,
+            heap_goal_bytes=gc.goal if self._up else 0.0,
+            heap_trigger_bytes=gc.trigger if self._up else 0.0,
+            live_bytes=mem.live_bytes,
+            inflight_live_bytes=mem.inflight_live,
+            garbage_bytes=mem.garbage_bytes,
+            gc_cycles=gc.cycles,
+            gc_marking=gc.marking,
+            cpu_seconds_total=req_cpu + cpu.gc_core_seconds(),
+            request_cpu_seconds_total=req_cpu - gc.assist_core_s_total,
+            gc_cpu_seconds_total=gc_cpu,
+            requests_executing=cpu.jobs,
+            etcd_reads_in_flight=self.etcd.in_flight,
+            requests_completed_total=self.completed,
+            oom_kills=self.process.oom_kills,
+            alloc_bytes_total=mem.alloc_total,
+        )
+
+
+def sample_every(
+    model: ResourceModel, interval_ns: int, sink: Callable[[ServerSnapshot], None]
+) -> simpy.Process:
+    """Start a SimPy process that passes `model.snapshot()` to `sink` every `interval_ns`."""
+    if interval_ns <= 0:
+        raise ValueError("interval_ns must be positive")
+    env = model.env
+
+    def loop() -> Generator[simpy.Event, None, None]:
+        while True:
+            sink(model.snapshot())
+            yield env.timeout(interval_ns)
+
+    return env.process(loop())

@@ -1,0 +1,217 @@
+"""The simulated kube-apiserver: APF in front of the resource model, on one SimPy clock.
+
+A request's life: `submit` → classify and estimate (APF) → queue → dispatch → the resource
+model runs it (etcd, memory, CPU under processor sharing, GC) → its handler returns → APF
+finish (seats may linger for additional latency) → the caller's `on_done`. Everything is a
+callback on the SimPy environment, whose time unit is the nanosecond; no request is a process.
+
+When the process dies (OOM or a kill), every request it held, queued or executing, fails; while
+it is down new requests are refused; it comes back with a fresh APF state (empty queues, idle
+limits, a new borrowing timer) and empty watch caches that refill from etcd.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import simpy
+
+from simapf.apf.clock import FINISH
+from simapf.apf.config import APFObjects, bootstrap_objects
+from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController, FeatureGates
+from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
+from simapf.apf.types import RequestAttributes
+from simapf.server.model import ResourceModel
+from simapf.server.params import ServerParams
+from simapf.server.paths import RequestCost
+
+# Outcomes a client sees
+OK = "ok"
+REJECTED = "rejected"  # HTTP 429 from APF; `reason` says queue-full, time-out or concurrency-limit
+UNAVAILABLE = "unavailable"  # the process was down: connection refused
+FAILED = "failed"  # the process died while holding the request
+
+
+class _Call(simpy.events.Event):
+    """A plain callback due at a time: cheaper than a Timeout plus a lambda."""
+
+    def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], arg: Any) -> None:
+        self.env = env
+        self.callbacks = [self._fire]
+        self._ok = True
+        self._value = None
+        self.fn = fn
+        self.arg = arg
+
+    def _fire(self, _event: simpy.Event) -> None:
+        self.fn(self.arg)
+
+
+class SimPyScheduler:
+    """The APF core's clock on a SimPy environment (time in ns). Callbacks due at the same
+    instant run by phase (the SimPy priority), then in scheduling order."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+
+    def now(self) -> int:
+        return self.env._now
+
+    def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
+        env = self.env
+        env.schedule(_Call(env, fn, arg), phase, when_ns - env._now)
+
+
+class ServerRequest:
+    """One request to the simulated apiserver, and what became of it.
+
+    Give either `cost` (the resource model runs it) or `service_ns` (it simply takes that long
+    and uses no modelled resource: for tests and requests whose cost does not matter)."""
+
+    __slots__ = (
+        "attrs", "cost", "service_ns", "on_done", "received_ns", "dispatch_ns", "done_ns",
+        "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "incarnation",
+        "tag",
+    )  # fmt: skip
+
+    def __init__(self, attrs: RequestAttributes, cost: RequestCost | None, service_ns: int | None,
+                 on_done: Callable[[ServerRequest], None] | None, now_ns: int, tag: Any) -> None:  # fmt: skip
+        self.attrs = attrs
+        self.cost = cost
+        self.service_ns = service_ns
+        self.on_done = on_done
+        self.received_ns = now_ns
+        self.dispatch_ns = -1
+        self.done_ns = -1
+        self.outcome: str | None = None
+        self.reason = ""
+        self.priority_level = ""
+        self.flow_schema = ""
+        self.seats = 0
+        self.apf = None
+        self.incarnation = 0
+        self.tag = tag
+
+    @property
+    def latency_ns(self) -> int:
+        return self.done_ns - self.received_ns
+
+
+class SimulatedAPIServer:
+    """One kube-apiserver: APF (`apf`) and its resources (`model`) on `env`."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        apf_objects: APFObjects | None = None,
+        server_concurrency: int = 600,
+        params: ServerParams | None = None,
+        estimator: WorkEstimator | None = None,
+        gates: FeatureGates = FeatureGates(),
+        object_stats: ObjectStatsSource | None = None,
+        wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
+    ) -> None:
+        self.env = env
+        self.scheduler = SimPyScheduler(env)
+        self.model = ResourceModel(env, params)
+        self._apf_args = dict(
+            objects=apf_objects if apf_objects is not None else bootstrap_objects(),
+            server_concurrency=server_concurrency, estimator=estimator, gates=gates,
+            object_stats=object_stats, wait_limit_ns=wait_limit_ns,
+        )  # fmt: skip
+        self.incarnation = 0
+        self.apf = self._new_apf()
+        self._pending: dict[int, ServerRequest] = {}  # queued or executing, by id
+        self._seq = 0
+        self.completed = {OK: 0, REJECTED: 0, UNAVAILABLE: 0, FAILED: 0}
+        self.model.process.on_oom.append(self._died)
+        self.model.process.on_restart.append(self._restarted)
+
+    def _new_apf(self) -> APFController:
+        a = self._apf_args
+        apf = APFController(
+            a["objects"], self.scheduler, self, server_concurrency=a["server_concurrency"],
+            estimator=a["estimator"], object_stats=a["object_stats"], gates=a["gates"],
+            wait_limit_ns=a["wait_limit_ns"],
+        )  # fmt: skip
+        apf.start_borrowing()
+        return apf
+
+    # ----------------------------------------------------------------- requests
+
+    def submit(
+        self,
+        attrs: RequestAttributes,
+        cost: RequestCost | None = None,
+        on_done: Callable[[ServerRequest], None] | None = None,
+        service_ns: int | None = None,
+        tag: Any = None,
+    ) -> ServerRequest:
+        """A request arrives now. `on_done(request)` is called once, with `request.outcome`
+        set, when its response is complete or it was refused, rejected or lost."""
+        if cost is None and service_ns is None:
+            raise ValueError("a request needs a cost or a service time")
+        rec = ServerRequest(attrs, cost, service_ns, on_done, self.env._now, tag)
+        if not self.model.up:
+            self._end(rec, UNAVAILABLE, "down")
+            return rec
+        self._seq += 1
+        rec.incarnation = self.incarnation
+        self._pending[id(rec)] = rec
+        rec.apf = self.apf.submit(attrs, self._seq, payload=rec)
+        return rec
+
+    def _end(self, rec: ServerRequest, outcome: str, reason: str = "") -> None:
+        rec.outcome = outcome
+        rec.reason = reason
+        rec.done_ns = self.env._now
+        self._pending.pop(id(rec), None)
+        self.completed[outcome] += 1
+        if rec.on_done is not None:
+            rec.on_done(rec)
+
+    # APF's listener --------------------------------------------------
+
+    def dispatched(self, req) -> None:
+        rec: ServerRequest = req.payload
+        if rec.outcome is not None or rec.incarnation != self.incarnation:
+            return
+        rec.dispatch_ns = self.env._now
+        rec.priority_level = req.level.name
+        rec.flow_schema = req.flow_schema
+        rec.seats = req.max_seats
+        if rec.service_ns is not None:
+            self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
+        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec)):
+            self._end(rec, FAILED, "down")
+
+    def _handler_returned(self, rec: ServerRequest) -> None:
+        if rec.outcome is not None or rec.incarnation != self.incarnation:
+            return
+        self.apf.finish(rec.apf)
+        self._end(rec, OK)
+
+    def rejected(self, req, reason: str) -> None:
+        rec: ServerRequest = req.payload
+        if rec.outcome is not None or rec.incarnation != self.incarnation:
+            return
+        rec.priority_level = req.level.name
+        rec.flow_schema = req.flow_schema
+        self._end(rec, REJECTED, reason)
+
+    def released(self, req) -> None:
+        pass
+
+    # ----------------------------------------------------------------- deaths and restarts
+
+    def _died(self, now_ns: int) -> None:
+        """Every request the process held is lost; its APF state goes with it."""
+        self.apf.stop()
+        self.incarnation += 1
+        for rec in list(self._pending.values()):
+            self._end(rec, FAILED, self.model.process.last_down_reason or "killed")
+
+    def _restarted(self, now_ns: int) -> None:
+        self.apf = self._new_apf()

@@ -1,0 +1,48 @@
+"""Small drivers shared by the server-model tests (no APF: requests go straight to the model)."""
+
+from __future__ import annotations
+
+import simpy
+
+from simapf.server import (
+    ResourceModel,
+    RequestCost,
+    ResponseShape,
+    ServerParams,
+    ServerSnapshot,
+    ServingPath,
+    sample_every,
+)
+
+S = 1_000_000_000  # ns per second
+
+
+def open_loop(
+    params: ServerParams,
+    rate_per_s: float,
+    secs: float,
+    cost: RequestCost,
+    *,
+    stop_after_s: float | None = None,
+    sample_ns: int = 50_000_000,
+) -> tuple[ResourceModel, list[ServerSnapshot]]:
+    """Start `cost` requests at a fixed rate for `secs` simulated seconds."""
+    env = simpy.Environment()
+    model = ResourceModel(env, params)
+    gap = int(S / rate_per_s)
+    stop = None if stop_after_s is None else int(stop_after_s * S)
+
+    def driver():
+        while stop is None or env.now < stop:
+            model.start(cost, lambda t: None)
+            yield env.timeout(gap)
+
+    env.process(driver())
+    snaps: list[ServerSnapshot] = []
+    sample_every(model, sample_ns, snaps.append)
+    env.run(until=int(secs * S))
+    return model, snaps
+
+
+def cost(path: ServingPath, nbytes: float, objects: int, streaming: bool = False) -> RequestCost:
+    return RequestCost(path, ResponseShape(nbytes, objects), streaming)

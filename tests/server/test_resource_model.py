@@ -1,0 +1,160 @@
+"""The ResourceModel facade: per-request bytes and timing, etcd, the calibration target."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simapf.server import (
+    CachedResource,
+    Encoding,
+    RequestCost,
+    ResourceModel,
+    ResponseShape,
+    ServerParams,
+    ServingPath,
+    compute_plan,
+)
+
+from srvhelp import S, cost, open_loop
+
+
+def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
+    env = simpy.Environment()
+    m = ResourceModel(env)
+    c = cost(ServingPath.CACHE, 1_000_000, 100)
+    plan = m.plan(c)
+    before = m.snapshot()
+    done: list[int] = []
+    assert m.start(c, done.append)
+    during = m.snapshot()
+    assert during.inflight_live_bytes == pytest.approx(plan.live_bytes)
+    assert during.live_bytes == pytest.approx(before.live_bytes + plan.live_bytes)
+    assert during.heap_inuse_bytes == pytest.approx(before.heap_inuse_bytes + plan.alloc_bytes)
+    assert during.requests_executing == 1
+    env.run(until=S)  # the model's forced-GC actor never ends: always run until a time
+    after = m.snapshot()
+    # Alone on an idle server: exactly its CPU work (no GC ran: far below the trigger).
+    assert done == [round(plan.cpu_core_s * S)] or abs(done[0] - plan.cpu_core_s * S) <= 1
+    assert after.gc_cycles == 0
+    assert after.inflight_live_bytes == pytest.approx(0.0, abs=1e-6)
+    assert after.garbage_bytes == pytest.approx(before.garbage_bytes + plan.alloc_bytes)
+    assert after.request_cpu_seconds_total == pytest.approx(plan.cpu_core_s, abs=1e-9)
+
+
+def test_etcd_list_waits_for_etcd_then_runs_on_cpu():
+    env = simpy.Environment()
+    m = ResourceModel(env)
+    c = cost(ServingPath.ETCD, 1_000_000, 100)
+    plan = m.plan(c)
+    done: list[int] = []
+    m.start(c, done.append)
+    assert m.snapshot().etcd_reads_in_flight == 1
+    assert m.snapshot().inflight_live_bytes == 0.0  # nothing has arrived from etcd yet
+    etcd_ns = plan.etcd_work * S  # one range alone runs on one of etcd's servers
+    env.run(until=int(etcd_ns) + 2)
+    mid = m.snapshot()
+    assert mid.etcd_reads_in_flight == 0 and mid.requests_executing == 1
+    assert mid.inflight_live_bytes == pytest.approx(plan.live_bytes)
+    env.run(until=S)
+    assert abs(done[0] - (etcd_ns + plan.cpu_core_s * S)) <= 3
+
+
+def test_etcd_utilisation_follows_its_throughput_parameters():
+    # 1800 ranges/s of 100 KB against a capacity of 1/(1/5300 + 100e3/320e6) ~ 1995/s.
+    p = ServerParams()
+    m, _snaps = open_loop(p, 1800, 4, cost(ServingPath.ETCD, 100_000, 10))
+    cap = 1.0 / (1.0 / p.etcd.requests_per_s + 100_000 / p.etcd.bytes_per_s)
+    assert m.etcd.capacity_per_s(100_000) == pytest.approx(cap)
+    utilisation = m.etcd.busy_seconds() / p.etcd.concurrency / 4.0
+    assert utilisation == pytest.approx(1800 / cap, rel=0.02)
+    assert m.completed == pytest.approx(1800 * 4, rel=0.01)
+
+
+def test_bytes_by_path_follow_the_section_6_formulas():
+    p = ServerParams()
+    mem = p.request_memory
+    S_, n = 1e6, 100
+    etcd = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n)))
+    assert etcd.live_bytes == pytest.approx(S_ + mem.etcd_decoded_multiplier * S_ + mem.encode_buffer_multiplier * S_)
+    cache = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n)))
+    assert cache.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object + mem.encode_buffer_multiplier * S_)
+    streamed = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))
+    assert streamed.live_bytes < cache.live_bytes
+    assert streamed.alloc_bytes > cache.alloc_bytes  # streaming allocates more in total
+    assert streamed.cpu_core_s > cache.cpu_core_s
+    # WatchList holds a constant, whatever the collection size.
+    small = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e5, 10), True))
+    big = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 10_000), True))
+    assert small.live_bytes == big.live_bytes == mem.watchlist_bytes
+    # Selectors: etcd reads and decodes what it filters out.
+    filtered = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n, objects_read=1000)))
+    assert filtered.live_bytes > etcd.live_bytes and filtered.cpu_core_s > etcd.cpu_core_s
+    # Protobuf encodes cheaper than JSON.
+    proto = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n, Encoding.PROTOBUF)))
+    assert proto.cpu_core_s < cache.cpu_core_s
+
+
+def test_streamed_list_memory_does_not_grow_with_response_size():
+    p = ServerParams()
+    small = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(1e6, 100), True))
+    big = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(1e7, 100), True))
+    whole_small = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(1e6, 100)))
+    whole_big = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(1e7, 100)))
+    assert whole_big.live_bytes - whole_small.live_bytes > 10 * (big.live_bytes - small.live_bytes)
+
+
+def test_default_parameters_land_near_the_first_data_row():
+    # list-memory-experiments.csv: etcd, 100 KB, 10 objects, 1800/s -> 6.54 cores, 412 MB (1 seat).
+    m, snaps = open_loop(ServerParams(), 1800, 6, cost(ServingPath.ETCD, 100_000, 10))
+    a, b = snaps[40], snaps[-1]
+    cores = (b.cpu_seconds_total - a.cpu_seconds_total) / ((b.t_ns - a.t_ns) / S)
+    assert 5.5 < cores < 7.5
+    peak = max(s.rss_bytes for s in snaps)
+    assert 0.4e9 < peak < 0.6e9
+    assert 0.1 < (b.gc_cpu_seconds_total - a.gc_cpu_seconds_total) / (b.cpu_seconds_total - a.cpu_seconds_total) < 0.4
+
+
+def test_watch_cache_counts_in_the_baseline():
+    env = simpy.Environment()
+    m = ResourceModel(env)
+    base = m.snapshot()
+    m.set_watch_cache([CachedResource("pods", 1000, 10e6)])
+    after = m.snapshot()
+    wc = m.params.watch_cache
+    expect = wc.decoded_size_multiplier * 10e6 + wc.per_object_overhead_bytes * 1000
+    assert after.live_bytes - base.live_bytes == pytest.approx(expect)
+    assert after.heap_goal_bytes > base.heap_goal_bytes
+    assert m.watch_cache_ready("pods") and not m.watch_cache_ready("secrets")
+
+
+def test_usable_core_ceiling_caps_cpu():
+    p = ServerParams()  # 16 cores, 12.5 usable
+    m, snaps = open_loop(p, 20000, 2, cost(ServingPath.CACHE, 100_000, 10))
+    a, b = snaps[10], snaps[-1]
+    cores = (b.cpu_seconds_total - a.cpu_seconds_total) / ((b.t_ns - a.t_ns) / S)
+    assert cores == pytest.approx(p.cpu.usable_cores, rel=0.01)
+
+
+def test_etcd_wait_can_hold_the_receive_buffer():
+    env = simpy.Environment()
+    m = ResourceModel(env, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}}))
+    c = cost(ServingPath.ETCD, 1_000_000, 100)
+    m.start(c, lambda t: None)
+    assert m.snapshot().inflight_live_bytes == pytest.approx(1_000_000)
+    env.run(until=int(m.plan(c).etcd_work * S) + 2)
+    assert m.snapshot().inflight_live_bytes == pytest.approx(m.plan(c).live_bytes)
+
+
+def test_sampler_reports_every_interval():
+    from simapf.server import sample_every
+
+    env = simpy.Environment()
+    m = ResourceModel(env)
+    got: list = []
+    sample_every(m, S // 10, got.append)
+    env.run(until=S + 1)
+    assert [s.t_ns for s in got] == [i * S // 10 for i in range(11)]
+    assert all(s.up and s.rss_bytes > 0 for s in got)
+    with pytest.raises(ValueError):
+        sample_every(m, 0, got.append)

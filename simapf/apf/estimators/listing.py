@@ -94,6 +94,15 @@ class ListWorkPolicy:
     def estimate(self, attrs: RequestAttributes, ctx: EstimationContext, from_cache: bool) -> WorkEstimate:
         raise NotImplementedError
 
+    def _clamped(self, seats: int, ctx: EstimationContext, from_cache: bool) -> WorkEstimate:
+        """The estimate for `seats`, held to [min_seats, the policy's cap]."""
+        cap = self.seat_cap(ctx, from_cache)
+        if seats < self.min_seats:
+            seats = self.min_seats
+        if seats > cap:
+            seats = cap
+        return initial_only(seats)
+
     def seat_cap(self, ctx: EstimationContext, from_cache: bool) -> int | None:
         """The most seats this policy gives such a request at this level; None if unbounded."""
         return None
@@ -250,12 +259,7 @@ class SizeBasedListPolicy(ListWorkPolicy):
         # rounds the same way for every value below 2**53.
         seats = math.ceil(nbytes / self.bytes_per_seat)
 
-        cap = self.seat_cap(ctx, from_cache)
-        if seats < self.min_seats:
-            seats = self.min_seats
-        if seats > cap:
-            seats = cap
-        return initial_only(seats)
+        return self._clamped(seats, ctx, from_cache)
 
 
 class EtcdUncappedListPolicy(SizeBasedListPolicy):
@@ -377,12 +381,7 @@ class CountBasedListPolicy(ListWorkPolicy):
             objects = 2 * limited
         seats = math.ceil(objects / self.objects_per_seat)
 
-        cap = self.seat_cap(ctx, from_cache)
-        if seats < self.min_seats:
-            seats = self.min_seats
-        if seats > cap:
-            seats = cap
-        return initial_only(seats)
+        return self._clamped(seats, ctx, from_cache)
 
 
 class UpstreamListPolicy(ListWorkPolicy):

@@ -85,5 +85,47 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
     )
 
 
+@main.command("run")
+@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Directory to write series (Parquet, CSV), summary.json and the overview figure to.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario field by dotted key, e.g. --set run.duration_s=120 "
+                   "--set clients.controllers.count=50 (repeatable; values are YAML).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of text.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="A progress bar on stderr (never when stderr is not a terminal).")
+def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple[str, ...], as_json: bool,
+                progress: bool) -> None:
+    """Run a scenario and print what happened.
+
+    With no SCENARIO it runs the built-in default: an informer relist storm after a network
+    outage, first with informers that LIST, then again after they switch to WatchList.
+    """
+    import json
+
+    from simapf.run import run
+    from simapf.scenario import default_scenario_path, load_scenario
+    from simapf.summary_text import format_summary
+
+    try:
+        loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
+        if not scenario_path:
+            loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
+        result = run(loaded, progress=progress)
+        if out_dir:
+            result.write(out_dir)
+    except SimapfError as err:
+        _fail(err)
+    if as_json:
+        from simapf.result import _json_default
+
+        click.echo(json.dumps(result.summary, indent=2, default=_json_default))
+    else:
+        click.echo(format_summary(result.summary), nl=False)
+        if out_dir:
+            click.echo(f"  wrote {out_dir}/: series.parquet, series.csv, summary.json, overview.png, overview.svg")
+
+
 if __name__ == "__main__":
     main()

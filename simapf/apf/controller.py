@@ -93,6 +93,7 @@ class APFController:
         gates: FeatureGates = FeatureGates(),
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
         response_streamed: Any = True,
+        watch_tracker: WatchTracker | None = None,
     ) -> None:
         if server_concurrency <= 0:
             raise ValueError("server concurrency must be > 0")
@@ -102,7 +103,8 @@ class APFController:
         self.gates = gates
         self.estimator = estimator if estimator is not None else WorkEstimator()
         self.object_stats = object_stats
-        self.watch_tracker = WatchTracker()
+        # Open watches belong to the server, not to one configuration of APF.
+        self.watch_tracker = watch_tracker if watch_tracker is not None else WatchTracker()
         self.wait_limit_ns = min(wait_limit_ns, MAX_WAIT_LIMIT_NS)
         self.response_streamed = response_streamed
         self.config = objects if isinstance(objects, EffectiveConfig) else build_effective_config(objects)

@@ -20,6 +20,8 @@ from simapf.apf.clock import FINISH
 from simapf.apf.config import APFObjects, bootstrap_objects
 from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController, FeatureGates
 from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
+from simapf.apf.estimators.watch_tracker import WatchTracker
+from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
 from simapf.server.model import ResourceModel
 from simapf.server.params import ServerParams
@@ -73,7 +75,7 @@ class ServerRequest:
     __slots__ = (
         "attrs", "cost", "service_ns", "on_done", "received_ns", "dispatch_ns", "done_ns",
         "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "incarnation",
-        "tag",
+        "tag", "retry_after_s",
     )  # fmt: skip
 
     def __init__(self, attrs: RequestAttributes, cost: RequestCost | None, service_ns: int | None,
@@ -93,6 +95,7 @@ class ServerRequest:
         self.apf = None
         self.incarnation = 0
         self.tag = tag
+        self.retry_after_s = 0  # the Retry-After of a 429
 
     @property
     def latency_ns(self) -> int:
@@ -122,10 +125,16 @@ class SimulatedAPIServer:
             object_stats=object_stats, wait_limit_ns=wait_limit_ns,
         )  # fmt: skip
         self.incarnation = 0
+        self.watch_tracker = WatchTracker()  # open watches; emptied when the process dies
         self.apf = self._new_apf()
+        self._draining: list[APFController] = []  # controllers replaced by a config change
         self._pending: dict[int, ServerRequest] = {}  # queued or executing, by id
         self._seq = 0
         self.completed = {OK: 0, REJECTED: 0, UNAVAILABLE: 0, FAILED: 0}
+        # Counters that run across restarts and reconfigurations, for metrics.
+        self.dispatched_by_level: dict[str, int] = {}
+        self.rejected_by_level: dict[tuple[str, str], int] = {}
+        self.dropped = DroppedRequestsTracker()
         self.model.process.on_oom.append(self._died)
         self.model.process.on_restart.append(self._restarted)
 
@@ -134,10 +143,26 @@ class SimulatedAPIServer:
         apf = APFController(
             a["objects"], self.scheduler, self, server_concurrency=a["server_concurrency"],
             estimator=a["estimator"], object_stats=a["object_stats"], gates=a["gates"],
-            wait_limit_ns=a["wait_limit_ns"],
+            wait_limit_ns=a["wait_limit_ns"], watch_tracker=self.watch_tracker,
         )  # fmt: skip
         apf.start_borrowing()
         return apf
+
+    def set_estimator(self, estimator: WorkEstimator) -> None:
+        """Use another work estimator from now on (and after restarts)."""
+        self._apf_args["estimator"] = estimator
+        self.apf.estimator = estimator
+
+    def reconfigure_apf(self, objects: APFObjects) -> None:
+        """A new APF configuration takes effect now. New requests go to the new levels; the old
+        controller keeps dispatching what it had queued until it is empty, as upstream drains a
+        removed level (simapf rebuilds every level, where upstream keeps a level whose name
+        survives: see docs/apf-model.md)."""
+        self._apf_args["objects"] = objects
+        old = self.apf
+        old.stop()
+        self._draining.append(old)
+        self.apf = self._new_apf()
 
     # ----------------------------------------------------------------- requests
 
@@ -179,7 +204,8 @@ class SimulatedAPIServer:
         if rec.outcome is not None or rec.incarnation != self.incarnation:
             return
         rec.dispatch_ns = self.env._now
-        rec.priority_level = req.level.name
+        name = rec.priority_level = req.level.name
+        self.dispatched_by_level[name] = self.dispatched_by_level.get(name, 0) + 1
         rec.flow_schema = req.flow_schema
         rec.seats = req.max_seats
         if rec.service_ns is not None:
@@ -197,8 +223,13 @@ class SimulatedAPIServer:
         rec: ServerRequest = req.payload
         if rec.outcome is not None or rec.incarnation != self.incarnation:
             return
-        rec.priority_level = req.level.name
+        name = rec.priority_level = req.level.name
         rec.flow_schema = req.flow_schema
+        key = (name, reason)
+        self.rejected_by_level[key] = self.rejected_by_level.get(key, 0) + 1
+        now = self.env._now
+        self.dropped.record(name, now)
+        rec.retry_after_s = self.dropped.retry_after_s(name)
         self._end(rec, REJECTED, reason)
 
     def released(self, req) -> None:
@@ -209,6 +240,9 @@ class SimulatedAPIServer:
     def _died(self, now_ns: int) -> None:
         """Every request the process held is lost; its APF state goes with it."""
         self.apf.stop()
+        self._draining.clear()
+        self.watch_tracker = WatchTracker()
+        self.dropped = DroppedRequestsTracker()
         self.incarnation += 1
         for rec in list(self._pending.values()):
             self._end(rec, FAILED, self.model.process.last_down_reason or "killed")

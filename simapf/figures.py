@@ -1,0 +1,105 @@
+"""The overview figure of a run: memory, CPU, seats and queues per level, rejections.
+
+Four panels over simulated time, events marked as vertical lines, so a reader sees at a glance
+whether memory stayed under the limit, where CPU went and which priority levels paid for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from simapf.result import Result
+
+GiB = float(1 << 30)
+
+
+def _busy_levels(result: "Result", metric: str, limit: int = 8) -> list[str]:
+    df = result.series[result.series["metric"] == metric]
+    if df.empty:
+        return []
+    totals = df.groupby("priority_level")["value"].max()
+    totals = totals[totals > 0].sort_values(ascending=False)
+    return list(totals.index[:limit])
+
+
+def overview_figure(result: "Result") -> "Figure":
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 10), layout="constrained")
+    axes = fig.subplots(4, 1, sharex=True)
+    summary = result.summary
+
+    ax = axes[0]
+    rss = result.metric("process_resident_memory_bytes")
+    heap = result.metric("go_memstats_heap_inuse_bytes")
+    ax.plot(rss.index, rss.values / GiB, label="RSS (process_resident_memory_bytes)")
+    ax.plot(heap.index, heap.values / GiB, label="Go heap in use", alpha=0.8)
+    limit = summary["memory"]["memory_limit_bytes"]
+    if limit:
+        ax.axhline(limit / GiB, color="red", linestyle="--", linewidth=1, label="memory limit")
+    ax.set_ylabel("GiB")
+    ax.set_title("Memory")
+    ax.legend(loc="upper left", fontsize="small")
+
+    ax = axes[1]
+    cpu = result.metric("process_cpu_seconds_total")
+    gc = result.metric("go_cpu_classes_gc_total_cpu_seconds_total")
+    t = cpu.index.to_numpy()
+    if len(t) > 1:
+        dt = np.diff(t)
+        ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
+        ax.plot(t[1:], np.diff(gc.reindex(cpu.index).fillna(0).values) / dt, label="of which GC", alpha=0.8)
+    ax.axhline(summary["cpu"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
+    ax.set_ylabel("cores")
+    ax.set_title("CPU")
+    ax.legend(loc="upper left", fontsize="small")
+
+    ax = axes[2]
+    seats = result.wide("apiserver_flowcontrol_current_executing_seats")
+    queued = result.wide("apiserver_flowcontrol_current_inqueue_requests")
+    for i, level in enumerate(_busy_levels(result, "apiserver_flowcontrol_current_executing_seats")):
+        color = f"C{i % 10}"
+        ax.plot(seats.index, seats[level], color=color, label=f"{level} seats")
+        if level in queued and queued[level].max() > 0:
+            ax.plot(queued.index, queued[level], color=color, linestyle="--", label=f"{level} queued")
+    ax.set_ylabel("seats / requests")
+    ax.set_title("Executing seats (solid) and queued requests (dashed) per priority level")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize="small", ncol=2)
+
+    ax = axes[3]
+    rejected = result.wide("apiserver_flowcontrol_rejected_requests_total")
+    if not rejected.empty:
+        rate = rejected.diff().div(np.diff(rejected.index.to_numpy(), prepend=np.nan), axis=0)
+        for i, level in enumerate(rejected.columns):
+            ax.plot(rate.index, rate[level], label=level, color=f"C{i % 10}")
+        ax.legend(loc="upper left", fontsize="small")
+    ax.set_ylabel("per second")
+    ax.set_title("Rejected requests (429) per priority level")
+    ax.set_xlabel("simulated time (s)")
+
+    for e in summary["events"]:
+        for a in axes:
+            a.axvline(e["at_s"], color="black", alpha=0.4, linewidth=1)
+            if e["end_s"] > e["at_s"]:
+                a.axvspan(e["at_s"], e["end_s"], color="black", alpha=0.06)
+        axes[0].annotate(e["kind"], (e["at_s"], 1.0), xycoords=("data", "axes fraction"),
+                         fontsize="small", va="top", rotation=90)  # fmt: skip
+    fig.suptitle(f"{summary['scenario_name']} (seed {summary['seed']}, simapf {summary['simapf_version']})")
+    return fig
+
+
+def save_figure(fig: "Figure", stem: str | Path) -> None:
+    """Write `stem`.png and `stem`.svg."""
+    stem = Path(stem)
+    fig.savefig(stem.with_suffix(".png"), dpi=110)
+    fig.savefig(stem.with_suffix(".svg"))

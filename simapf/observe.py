@@ -1,0 +1,138 @@
+"""What a run measured: series scraped at a fixed interval, latencies, request records.
+
+Series are long-form rows (time, metric, labels, value) named like the real metrics, so a
+notebook can lay a simulation over Prometheus data: `apiserver_flowcontrol_*` per priority
+level, `process_resident_memory_bytes`, `go_memstats_heap_inuse_bytes`,
+`process_cpu_seconds_total`, ... Counters (`*_total`) run over the whole run, across restarts.
+
+Latency is kept per (priority level, verb) as the plain list of server-side latencies of
+successful requests (8 bytes each): exact percentiles, no bucket error. One record per request
+is opt-in (`run.request_records`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from simapf.apf.types import NS_PER_S
+from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
+
+if TYPE_CHECKING:
+    from simapf.workload.cluster import Cluster
+    from simapf.workload.clients import ClientGroup
+
+LABELS = ("priority_level", "reason", "verb", "code", "resource", "client")
+RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
+                 "flow_schema", "seats", "outcome", "reason")  # fmt: skip
+CODES = {OK: "200", REJECTED: "429", FAILED: "500"}
+
+
+class Recorder:
+    def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], keep_records: bool) -> None:
+        self.cluster = cluster
+        self.groups = groups
+        self.keep_records = keep_records
+        self.time_s: list[float] = []
+        self.metric: list[str] = []
+        self.labels: list[tuple[str, ...]] = []
+        self.value: list[float] = []
+        self.latencies: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
+        self.records: list[tuple] = []
+        self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
+        self._rejected_seen = 0
+        self.peak_rss = 0.0
+        self.peak_heap = 0.0
+
+    # ------------------------------------------------------------------ per request
+
+    def completed(self, rec: ServerRequest) -> None:
+        """Called for every request the apiserver answered (or lost)."""
+        outcome = rec.outcome
+        verb = rec.attrs.verb
+        code = CODES.get(outcome)
+        if code is not None:
+            self.request_counts[(verb, code)] += 1
+        if outcome == OK:
+            self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
+        if self.keep_records:
+            a = rec.attrs
+            self.records.append((
+                rec.received_ns / NS_PER_S, rec.done_ns / NS_PER_S, a.user, verb,
+                a.resource or a.path, a.namespace, rec.priority_level, rec.flow_schema, rec.seats,
+                outcome, rec.reason,
+            ))  # fmt: skip
+
+    # ------------------------------------------------------------------ scraping
+
+    def _add(self, t: float, metric: str, value: float, **labels: str) -> None:
+        self.time_s.append(t)
+        self.metric.append(metric)
+        self.labels.append(tuple(labels.get(k, "") for k in LABELS))
+        self.value.append(float(value))
+
+    def scrape(self) -> None:
+        cluster = self.cluster
+        server = cluster.server
+        snap = server.model.snapshot()
+        t = snap.t_ns / NS_PER_S
+        add = self._add
+        add(t, "up", 1.0 if snap.up else 0.0)
+        add(t, "process_resident_memory_bytes", snap.rss_bytes)
+        add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes)
+        add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes)
+        add(t, "go_gc_duration_seconds_count", snap.gc_cycles)
+        add(t, "process_cpu_seconds_total", snap.cpu_seconds_total)
+        add(t, "go_cpu_classes_gc_total_cpu_seconds_total", snap.gc_cpu_seconds_total)
+        add(t, "simapf_live_bytes", snap.live_bytes)
+        add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes)
+        add(t, "simapf_oom_kills_total", snap.oom_kills)
+        self.peak_rss = max(self.peak_rss, snap.rss_bytes)
+        self.peak_heap = max(self.peak_heap, snap.heap_inuse_bytes)
+        waiting = 0
+        if snap.up:
+            for name, level in server.apf.levels.items():
+                qs = level.queueset
+                add(t, "apiserver_flowcontrol_current_executing_seats", qs.seats_in_use, priority_level=name)
+                add(t, "apiserver_flowcontrol_current_executing_requests", qs.reqs_executing, priority_level=name)
+                add(t, "apiserver_flowcontrol_current_inqueue_requests", qs.reqs_waiting, priority_level=name)
+                add(t, "apiserver_flowcontrol_current_limit_seats", qs.cl, priority_level=name)
+                add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name)
+                waiting += qs.reqs_waiting
+        for name, n in server.dispatched_by_level.items():
+            add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name)
+        rejected = 0
+        for (name, reason), n in server.rejected_by_level.items():
+            add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, reason=reason)
+            rejected += n
+        for (verb, code), n in self.request_counts.items():
+            add(t, "apiserver_request_total", n, verb=verb, code=code)
+        add(t, "apiserver_longrunning_requests", cluster.open_watches(), verb="WATCH")
+        add(t, "simapf_watch_events_total", cluster.watch_events_total)
+        for key, objs in cluster.inventory.by_key.items():
+            add(t, "apiserver_storage_objects", objs.total()[0], resource=key)
+        synced = True
+        for g in self.groups:
+            s = g.stats
+            add(t, "simapf_client_instances", g.active_count, client=g.spec.name)
+            add(t, "simapf_client_retries_total", s.retries, client=g.spec.name)
+            for outcome, n in s.outcomes.items():
+                add(t, "simapf_client_requests_total", n, client=g.spec.name, code=outcome)
+            if g.spec.kind == "informer":
+                n_synced = sum(1 for x in g.instances if x.active and getattr(x, "watching", False))
+                add(t, "simapf_informers_watching", n_synced, client=g.spec.name)
+                add(t, "simapf_informer_lists_total", s.lists, client=g.spec.name)
+                if n_synced < g.active_count:
+                    synced = False
+        healthy = snap.up and snap.state == "up" and cluster.network_up and synced and rejected == self._rejected_seen
+        self._rejected_seen = rejected
+        self.health.append((t, healthy))
+
+    def recovery_s(self, from_s: float) -> float | None:
+        """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,
+        every informer watching, no rejection in the interval); None if never."""
+        for t, healthy in self.health:
+            if t >= from_s and healthy:
+                return t - from_s
+        return None

@@ -1,0 +1,228 @@
+"""A run's results: series and tables as pandas DataFrames, a JSON summary, files on disk.
+
+Every Result embeds the resolved scenario, its seed and the simapf version, so any number in
+it can be traced back to the run that made it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from simapf import __version__
+from simapf.apf.types import NS_PER_S
+from simapf.errors import SimapfError
+from simapf.observe import LABELS, RECORD_FIELDS
+
+if TYPE_CHECKING:
+    from simapf.run import Simulation
+
+
+@dataclass
+class Result:
+    summary: dict[str, Any]
+    series: pd.DataFrame  # long form: time_s, metric, <labels>, value
+    latency: pd.DataFrame  # per priority level and verb
+    levels: pd.DataFrame  # per priority level: requests, rejections by reason
+    requests: pd.DataFrame | None = None  # one row per request, when asked for
+    scenario: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_simulation(cls, sim: "Simulation", wall_s: float) -> "Result":
+        rec = sim.recorder
+        series = pd.DataFrame({"time_s": rec.time_s, "metric": rec.metric})
+        labels = list(zip(*rec.labels)) if rec.labels else [[] for _ in LABELS]
+        for name, column in zip(LABELS, labels):
+            series[name] = pd.Series(column, dtype="string")
+        series["value"] = np.asarray(rec.value, dtype=float)
+        series["metric"] = series["metric"].astype("string")
+
+        latency = _latency_table(rec.latencies)
+        levels = _levels_table(sim)
+        requests = pd.DataFrame.from_records(rec.records, columns=list(RECORD_FIELDS)) if rec.keep_records else None
+        scenario = sim.scenario.model_dump(mode="json")
+        summary = _summary(sim, series, latency, levels, wall_s, scenario)
+        return cls(summary, series, latency, levels, requests, scenario)
+
+    # ------------------------------------------------------------------ views
+
+    def metric(self, name: str, **labels: str) -> pd.Series:
+        """One metric as a time-indexed Series (summed over labels not given)."""
+        df = self.series[self.series["metric"] == name]
+        for k, v in labels.items():
+            df = df[df[k] == v]
+        return df.groupby("time_s")["value"].sum()
+
+    def wide(self, name: str, by: str = "priority_level") -> pd.DataFrame:
+        """One metric as a time x label table, e.g. executing seats per priority level."""
+        df = self.series[self.series["metric"] == name]
+        return df.pivot_table(index="time_s", columns=by, values="value", aggfunc="sum")
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, out_dir: str | Path, figure: bool = True) -> Path:
+        """Write series (Parquet and CSV), summary.json, tables and the overview figure to
+        `out_dir`. Files are written to a temporary directory first and moved into place, so an
+        interrupted write leaves no half-written directory."""
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise SimapfError(f"--out {out}: exists and is not a directory")
+        parent = out.parent if str(out.parent) else Path(".")
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        try:
+            self.series.to_parquet(tmp / "series.parquet", index=False)
+            self.series.to_csv(tmp / "series.csv", index=False)
+            self.latency.to_csv(tmp / "latency.csv", index=False)
+            self.levels.to_csv(tmp / "priority_levels.csv", index=False)
+            if self.requests is not None:
+                self.requests.to_parquet(tmp / "requests.parquet", index=False)
+            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default) + "\n")
+            if figure:
+                from simapf.figures import overview_figure, save_figure
+
+                save_figure(overview_figure(self), tmp / "overview")
+            if out.exists():
+                # Replace an earlier run's files: move the old directory aside, then swap.
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+                os.replace(out, old / out.name)
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return None if np.isnan(x) else float(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and np.isnan(x)) else x
+
+
+# ---------------------------------------------------------------------- tables
+
+
+def _latency_table(latencies: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    rows = []
+    for (level, verb), values in sorted(latencies.items()):
+        a = np.asarray(values)
+        rows.append({
+            "priority_level": level, "verb": verb, "count": int(a.size),
+            "p50_s": float(np.percentile(a, 50)), "p99_s": float(np.percentile(a, 99)), "max_s": float(a.max()),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p99_s", "max_s"])
+
+
+def _levels_table(sim: "Simulation") -> pd.DataFrame:
+    server = sim.server
+    names = list(server.apf.levels)
+    for name in list(server.dispatched_by_level) + [n for n, _r in server.rejected_by_level]:
+        if name not in names:
+            names.append(name)
+    reasons = sorted({r for _n, r in server.rejected_by_level})
+    rows = []
+    for name in names:
+        dispatched = server.dispatched_by_level.get(name, 0)
+        by_reason = {r: server.rejected_by_level.get((name, r), 0) for r in reasons}
+        rejected = sum(by_reason.values())
+        total = dispatched + rejected
+        rows.append({
+            "priority_level": name, "requests": total, "dispatched": dispatched, "rejected": rejected,
+            "rejection_rate": rejected / total if total else 0.0,
+            **{f"rejected_{r.replace('-', '_')}": n for r, n in by_reason.items()},
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, levels: pd.DataFrame,
+             wall_s: float, scenario: dict) -> dict[str, Any]:  # fmt: skip
+    from simapf.workload.events import event_end_s
+
+    sc = sim.scenario
+    server = sim.server
+    rec = sim.recorder
+    process = server.model.process
+    cpu = series[series["metric"] == "process_cpu_seconds_total"].set_index("time_s")["value"]
+    cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
+    duration = sc.run.duration_s
+    rss = series[series["metric"] == "process_resident_memory_bytes"].set_index("time_s")["value"]
+
+    events = []
+    for i, e in enumerate(sc.events):
+        end = event_end_s(e)
+        nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
+        window = rss[(rss.index >= e.at_s) & (rss.index <= nxt)]
+        events.append({
+            "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
+            "recovery_s": rec.recovery_s(end),
+            "peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
+        })  # fmt: skip
+
+    clients = []
+    for g in sim.groups.values():
+        s = g.stats
+        row = {
+            "client": g.spec.name, "kind": g.spec.kind, "instances": g.active_count,
+            "attempts": s.attempts, "outcomes": dict(sorted(s.outcomes.items())), "retries_after_429": s.retries,
+        }  # fmt: skip
+        if g.spec.kind == "informer":
+            row.update(lists=s.lists, relists=s.relists, watch_breaks=s.watch_breaks, gone_410=s.gone)
+        if g.spec.kind == "discovery" and s.run_durations_ns:
+            d = np.asarray(s.run_durations_ns) / NS_PER_S
+            row.update(runs=s.runs, run_p50_s=float(np.percentile(d, 50)), run_max_s=float(d.max()))
+        if s.throttle_wait_ns:
+            row["client_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S
+        clients.append(row)
+
+    completed = dict(server.completed)
+    return {
+        "simapf_version": __version__,
+        "scenario_name": sc.name,
+        "seed": sc.run.seed,
+        "source": sim.loaded.source,
+        "duration_s": duration,
+        "wall_s": round(wall_s, 3),
+        "memory": {
+            "peak_rss_bytes": rec.peak_rss,
+            "peak_heap_inuse_bytes": rec.peak_heap,
+            "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
+        },
+        "cpu": {
+            "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
+            "peak_cores": float(cores.max()) if len(cores) else 0.0,
+            "cores": server.model.params.cpu.cores,
+        },
+        "process": {
+            "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
+            "down_s": process.down_ns_total / NS_PER_S,
+        },  # fmt: skip
+        "requests": {"total": sum(completed.values()), "by_outcome": completed},
+        "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
+        "latency": latency.to_dict("records"),
+        "clients": clients,
+        "events": events,
+        "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
+        "scenario": scenario,
+    }

@@ -1,0 +1,132 @@
+"""One scenario, run: build the apiserver, its cluster and its clients, run, and measure.
+
+    from simapf import load_scenario, run
+    result = run(load_scenario("scenarios/relist-storm.yaml"))
+    result.summary["memory"]["peak_rss_bytes"]; result.series; result.latency
+
+`run` is deterministic: the same scenario and seed give the same summary and series.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import simpy
+
+from simapf import __version__
+from simapf.apf.controller import MAX_WAIT_LIMIT_NS, FeatureGates
+from simapf.apf.types import NS_PER_S
+from simapf.observe import Recorder
+from simapf.scenario.load import LoadedScenario, apf_objects, load_scenario, server_params, work_estimator
+from simapf.scenario.schema import Scenario
+from simapf.server.process import ProcessState
+from simapf.server.runtime import SimulatedAPIServer
+from simapf.workload.clientgo import Timers
+from simapf.workload.clients import ClientGroup, Context, stream
+from simapf.workload.cluster import Cluster
+from simapf.workload.events import EventRunner
+from simapf.workload.inventory import Inventory
+
+
+class Simulation:
+    """Everything one run is made of, wired together and ready to `run`."""
+
+    def __init__(self, loaded: LoadedScenario) -> None:
+        self.loaded = loaded
+        sc = self.scenario = loaded.scenario
+        seed = sc.run.seed
+        self.env = env = simpy.Environment()
+        gates = sc.kubernetes.feature_gates
+        self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))
+        api = sc.apiserver
+        self.server = SimulatedAPIServer(
+            env,
+            apf_objects=apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf"),
+            server_concurrency=api.server_concurrency,
+            params=server_params(loaded),
+            estimator=work_estimator(sc.apf.estimator, "apf.estimator"),
+            gates=FeatureGates(
+                size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
+                watch_list=gates.WatchList,
+                etcd_supports_progress_notify=gates.ConsistentListFromCache,
+            ),
+            object_stats=self.inventory,
+            wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
+        )
+        self.server.model.set_watch_cache(self.inventory.cached_resources())
+        self._cache_version = 0
+        self.cluster = Cluster(env, self.server, self.inventory)
+        self.timers = Timers(self.server.scheduler)
+        self.ctx = Context(self.cluster, self.timers, seed, gates.WatchListClient)
+        resolve = self.inventory.get
+        self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
+        self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records)
+        self.cluster.observer = self.recorder.completed
+        base_dir = loaded.base_dir
+        self.events = EventRunner(
+            self.ctx, self.groups,
+            build_estimator=work_estimator,
+            build_apf_objects=lambda config, pls, where: apf_objects(config, pls, base_dir, where),
+        )  # fmt: skip
+
+    def run(self, progress: bool = False) -> "Result":
+        from simapf.result import Result
+
+        sc = self.scenario
+        env = self.env
+        step_ns = int(sc.run.scrape_interval_s * NS_PER_S)
+        end_ns = int(sc.run.duration_s * NS_PER_S)
+        for g in self.groups.values():
+            g.start()
+        self.events.schedule(sc.events)
+        wall0 = time.perf_counter()
+        bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
+        t = 0
+        self.recorder.scrape()
+        while t < end_ns:
+            t = min(t + step_ns, end_ns)
+            env.run(until=t)
+            self._refresh_watch_cache()
+            self.recorder.scrape()
+            if bar is not None:
+                bar.update(round(t / NS_PER_S - bar.n, 6))
+        if bar is not None:
+            bar.close()
+        return Result.from_simulation(self, wall_s=time.perf_counter() - wall0)
+
+    def _refresh_watch_cache(self) -> None:
+        # Writes change what the watch caches hold; the model follows once per scrape.
+        version = sum(o.version for o in self.inventory.by_key.values())
+        model = self.server.model
+        # A refilling cache is filled from etcd as it is then; apply changes once it is up.
+        if version != self._cache_version and model.state is ProcessState.UP:
+            self._cache_version = version
+            model.set_watch_cache(self.inventory.cached_resources())
+
+
+def _progress_bar(total_s: float, name: str):
+    from tqdm import tqdm
+
+    # disable=None: no bar when the output is not a terminal.
+    return tqdm(total=total_s, desc=name, unit="sim s", disable=None, leave=False,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim s [{elapsed}<{remaining}]")  # fmt: skip
+
+
+def run(
+    scenario: Scenario | LoadedScenario | str | Path | dict,
+    overrides: Iterable[str] | dict = (),
+    progress: bool = False,
+) -> "Result":
+    """Run a scenario (a loaded one, a Scenario, a dict or a file path) and return its Result."""
+    if not isinstance(scenario, LoadedScenario) or overrides:
+        src = scenario.scenario if isinstance(scenario, LoadedScenario) else scenario
+        base = scenario.base_dir if isinstance(scenario, LoadedScenario) else None
+        scenario = load_scenario(src, overrides, base_dir=base)
+    return Simulation(scenario).run(progress=progress)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")

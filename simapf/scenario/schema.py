@@ -1,0 +1,524 @@
+"""The scenario file: one run of simapf, written down.
+
+A scenario says which Kubernetes behaviour to assume (feature gates), what the apiserver is
+(cores, concurrency, memory, GC, resource-model parameters), how APF is configured (bootstrap or
+the cluster's own objects, the work-estimator policy), what the cluster holds (resources and
+their objects), who talks to it (clients), what happens during the run (events) and how long
+it runs. Every field has a default and a unit in its name (`_s` seconds, `_bytes` bytes,
+`_per_s` per second); unknown fields are errors, since they are typos.
+
+`docs/scenario-reference.md` is generated from this module (`python -m simapf.scenario.docs`),
+so the descriptions here are the user's reference.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from simapf.server.params import Bytes, OptionalBytes
+
+# --------------------------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Kubernetes behaviour
+
+
+class FeatureGates(_Model):
+    """kube-apiserver and client-go feature gates that change what the simulation does
+    (defaults are Kubernetes 1.37's)."""
+
+    SizeBasedListCostEstimate: bool = Field(
+        True, description="APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
+    )
+    WatchList: bool = Field(
+        True, description="The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST."
+    )
+    WatchListClient: bool = Field(
+        True,
+        description="client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
+    )
+    StreamingCollectionEncodingToJSON: bool = Field(True, description="JSON LIST responses are encoded item by item (KEP-5116).")
+    StreamingCollectionEncodingToProtobuf: bool = Field(True, description="Protobuf LIST responses are encoded item by item (KEP-5116).")
+    ConsistentListFromCache: bool = Field(
+        True, description="LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd."
+    )
+    ListFromCacheSnapshot: bool = Field(
+        True, description="Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd."
+    )
+
+
+class Kubernetes(_Model):
+    version: str = Field("1.37", description="The Kubernetes version the defaults describe (informational).")
+    feature_gates: FeatureGates = Field(FeatureGates(), description="Feature gates (see above).")
+
+
+# --------------------------------------------------------------------------------------------
+# The apiserver
+
+
+class Apiserver(_Model):
+    """One kube-apiserver. Fields here override the same ones of the resource-model parameters."""
+
+    cores: float = Field(16.0, gt=0, description="CPU cores of the apiserver (container limit or machine).")
+    max_requests_inflight: int = Field(400, ge=0, description="--max-requests-inflight.")
+    max_mutating_requests_inflight: int = Field(200, ge=0, description="--max-mutating-requests-inflight. APF's server concurrency is the sum of the two.")
+    memory_limit_bytes: OptionalBytes = Field(
+        None, description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
+    )
+    gogc: int | None | Literal["off"] = Field(100, description="GOGC percent, or off.")
+    gomemlimit_bytes: OptionalBytes = Field(None, description="GOMEMLIMIT (bytes or a quantity); null = none.")
+    gomaxprocs: int | None = Field(None, ge=1, description="GOMAXPROCS; null = ceil(cores).")
+    restart_s: float | None = Field(
+        None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
+    )
+    request_timeout_s: float = Field(
+        60.0, gt=0, description="--request-timeout: APF's queue wait limit is a quarter of it, at most 60 s."
+    )
+    params_file: str | None = Field(
+        None, description="A YAML file of resource-model parameters (as written by `simapf calibrate`), relative to the scenario file."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Resource-model parameters (see docs/resource-model.md), applied over params_file; e.g. {gc: {cpu_sharing: shared}}.",
+    )
+
+    @field_validator("memory_limit_bytes", "gomemlimit_bytes")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be positive or null")
+        return v
+
+    @field_validator("gogc")
+    @classmethod
+    def _gogc(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 0:
+            raise ValueError("GOGC must be >= 0 or off")
+        return v
+
+    @model_validator(mode="after")
+    def _concurrency(self) -> "Apiserver":
+        if self.server_concurrency <= 0:
+            raise ValueError("max_requests_inflight + max_mutating_requests_inflight must be > 0")
+        return self
+
+    @property
+    def server_concurrency(self) -> int:
+        return self.max_requests_inflight + self.max_mutating_requests_inflight
+
+
+# --------------------------------------------------------------------------------------------
+# APF
+
+
+class PriorityLevelOverride(_Model):
+    """Changes to one priority level of the APF configuration (null keeps its value)."""
+
+    nominal_concurrency_shares: int | None = Field(None, ge=0, description="nominalConcurrencyShares.")
+    lendable_percent: int | None = Field(None, ge=0, le=100, description="lendablePercent.")
+    borrowing_limit_percent: int | None = Field(None, ge=0, description="borrowingLimitPercent.")
+    queues: int | None = Field(None, ge=1, description="limitResponse.queuing.queues.")
+    hand_size: int | None = Field(None, ge=1, description="limitResponse.queuing.handSize.")
+    queue_length_limit: int | None = Field(None, ge=1, description="limitResponse.queuing.queueLengthLimit.")
+
+
+class Estimator(_Model):
+    """APF's work estimator."""
+
+    list_policy: str = Field(
+        "upstream",
+        description=(
+            "How LIST (and WatchList initialisation) seats are computed: upstream, size-based, count-based, "
+            "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own."
+        ),
+    )
+    list_params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the LIST policy, e.g. {seats: 10} for constant.")
+    mutating_enabled: bool = Field(True, description="Charge writes extra seats for the watches they notify (upstream's mutating estimator).")
+
+
+class APF(_Model):
+    config: str = Field(
+        "bootstrap",
+        description=(
+            "'bootstrap' (the objects a fresh 1.37 apiserver creates), or a path (relative to the scenario "
+            "file) to FlowSchema and PriorityLevelConfiguration YAML as `kubectl get -o yaml` prints it."
+        ),
+    )
+    priority_levels: dict[str, PriorityLevelOverride] = Field(
+        default_factory=dict, description="Changes to named priority levels of that configuration."
+    )
+    estimator: Estimator = Field(Estimator(), description="The work estimator.")
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster inventory
+
+
+class SizeDistribution(_Model):
+    """Sizes of objects as stored in etcd."""
+
+    mean_bytes: Bytes = Field(..., description="Mean object size (bytes or a quantity like 100Ki).")
+    distribution: Literal["constant", "lognormal", "exponential"] = Field(
+        "constant", description="constant, lognormal (with sigma) or exponential."
+    )
+    sigma: float = Field(0.5, ge=0, description="lognormal: standard deviation of log(size).")
+
+    @field_validator("mean_bytes")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be positive")
+        return v
+
+
+class Resource(_Model):
+    """One API resource and the objects it holds."""
+
+    name: str = Field(..., min_length=1, description="Resource name as in URLs (pods, secrets, widgets).")
+    group: str = Field("", description="API group ('' = core).")
+    version: str = Field("v1", description="API version (for discovery).")
+    namespaced: bool = Field(True, description="Namespaced or cluster-scoped.")
+    count: int = Field(..., ge=0, description="Objects at the start.")
+    object_size: SizeDistribution = Field(..., description="Object sizes.")
+    namespaces: int = Field(1, ge=1, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
+    watch_cache: bool = Field(True, description="Whether the apiserver keeps a watch cache of it.")
+    converts: bool = Field(
+        False, description="Whether internal-to-external list conversion copies objects (Pods, Nodes: true; ConfigMaps, Secrets, CRs: false)."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", v):
+            raise ValueError("must be a lower-case resource name like 'pods'")
+        return v
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}.{self.group}" if self.group else self.name
+
+
+# --------------------------------------------------------------------------------------------
+# Clients
+
+
+class Identity(_Model):
+    """Who a client is, as APF's FlowSchemas see it. `{i}` in names is the client's index."""
+
+    user: str | None = Field(None, description="User name, e.g. 'alice' or 'system:node:node-{i}'.")
+    groups: list[str] = Field(default_factory=list, description="Groups; system:authenticated is always added.")
+    service_account: str | None = Field(
+        None, description="'namespace/name': user system:serviceaccount:namespace:name with the service-account groups."
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> "Identity":
+        if (self.user is None) == (self.service_account is None):
+            raise ValueError("give exactly one of user and service_account")
+        if self.service_account is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", self.service_account):
+            raise ValueError("service_account must be 'namespace/name'")
+        return self
+
+
+class ListOptionsSpec(_Model):
+    resource_version: str | None = Field(None, description="resourceVersion: null (unset: a consistent read), '0' (any), or a number.")
+    resource_version_match: Literal["", "NotOlderThan", "Exact"] = Field("", description="resourceVersionMatch.")
+    limit: int = Field(0, ge=0, description="limit (page size); 0 = no paging.")
+    paginate: bool = Field(True, description="With a limit: follow continue tokens until the list is complete.")
+    label_selector: str = Field("", description="labelSelector.")
+    field_selector: str = Field("", description="fieldSelector.")
+    selectivity: float = Field(
+        1.0, gt=0, le=1, description="With selectors: the fraction of objects that match (the server reads all, returns this many)."
+    )
+    send_initial_events: bool | None = Field(None, description="sendInitialEvents (watch only).")
+
+
+Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]
+Encoding = Literal["json", "protobuf", "cbor", "yaml", "table"]
+
+
+class RequestTemplate(_Model):
+    """One request a client sends."""
+
+    verb: Verb = Field(..., description="get, list, watch, create, update, patch or delete.")
+    resource: str = Field(..., description="A resource of `resources` (name, or name.group).")
+    namespace: str | None = Field(
+        None, description="Namespace: a name like ns-3, 'random' (one of the resource's namespaces each time), or null for all namespaces / cluster-scoped."
+    )
+    options: ListOptionsSpec = Field(ListOptionsSpec(), description="List and watch options.")
+    encoding: Encoding = Field("json", description="Response encoding (Accept).")
+    watch_duration_s: float = Field(
+        300.0, gt=0, description="watch: how long the watch stays open before the client closes it (it counts toward mutating cost meanwhile)."
+    )
+
+
+class RetryPolicy(_Model):
+    """client-go's handling of 429s: wait Retry-After, retry at most max_retries times."""
+
+    max_retries: int = Field(10, ge=0, description="Retries after a 429 (client-go's default: 10).")
+    honour_retry_after: bool = Field(True, description="Wait the Retry-After the apiserver sends (APF: 1 s, doubling to 32 s under sustained rejection).")
+    fallback_wait_s: float = Field(1.0, ge=0, description="Wait when Retry-After is not honoured.")
+
+
+class RateLimit(_Model):
+    """A client-side token bucket (client-go's flowcontrol rate limiter)."""
+
+    qps: float = Field(..., gt=0, description="Tokens per second.")
+    burst: int = Field(..., ge=1, description="Bucket size.")
+
+
+class StartSpec(_Model):
+    at_s: float = Field(0.0, ge=0, description="When the first client starts.")
+    spread_s: float = Field(0.0, ge=0, description="Clients start uniformly spread over this many seconds.")
+
+
+class _Client(_Model):
+    name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
+    identity: Identity = Field(..., description="Who the client is.")
+    count: int = Field(1, ge=0, description="Instances (independent clients with this spec; `{i}` in identity names is the index).")
+    start: StartSpec = Field(StartSpec(), description="When the instances start.")
+    retry: RetryPolicy = Field(RetryPolicy(), description="429 handling.")
+    rate_limit: RateLimit | None = Field(None, description="Client-side token bucket; null = none.")
+
+
+class OpenLoopClient(_Client):
+    """Requests at a rate that does not depend on responses."""
+
+    kind: Literal["open_loop"]
+    rate_per_s: float = Field(..., gt=0, description="Requests per second per instance.")
+    arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
+    request: RequestTemplate = Field(..., description="The request sent.")
+
+
+class ThinkTime(_Model):
+    mean_s: float = Field(..., ge=0, description="Mean think time between a response and the next request.")
+    distribution: Literal["constant", "exponential", "uniform"] = Field("exponential", description="constant, exponential, or uniform on [0, 2 x mean].")
+
+
+class ClosedLoopClient(_Client):
+    """Virtual users: send, wait for the response, think, repeat."""
+
+    kind: Literal["closed_loop"]
+    think_time: ThinkTime = Field(ThinkTime(mean_s=1.0), description="Pause after each response.")
+    iterations: int | None = Field(
+        None, ge=1, description="Total requests shared by all instances (as k6's shared-iterations); null = until the run ends."
+    )
+    request: RequestTemplate = Field(..., description="The request sent.")
+
+
+class ListSpec(_Model):
+    mode: Literal["auto", "rv0", "paged", "watchlist", "consistent"] = Field(
+        "auto",
+        description=(
+            "How the informer lists. auto = client-go: WatchList when both gates are on; otherwise the first list "
+            "with resourceVersion=0 (whole list from the cache) and relists after a 410 as consistent paged LISTs. "
+            "rv0: always resourceVersion=0. paged/consistent: always resourceVersion unset, paged by page_size / unpaged. "
+            "watchlist: always WatchList."
+        ),
+    )
+    page_size: int = Field(500, ge=1, description="client-go's pager page size.")
+
+
+class Backoff(_Model):
+    """client-go reflector backoff (wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0))."""
+
+    initial_s: float = Field(0.8, gt=0, description="First wait.")
+    max_s: float = Field(30.0, gt=0, description="Longest wait before jitter.")
+    factor: float = Field(2.0, ge=1, description="Growth per failure.")
+    jitter: float = Field(1.0, ge=0, description="Each wait is d x (1 + jitter x U[0,1)).")
+    reset_s: float = Field(120.0, gt=0, description="After this long without a failure the backoff starts over.")
+
+
+class InformerClient(_Client):
+    """A client-go informer: list, then watch; relist when the watch cannot resume."""
+
+    kind: Literal["informer"]
+    resource: str = Field(..., description="The resource watched (name, or name.group).")
+    namespace: str | None = Field(None, description="A namespace, or null for all.")
+    label_selector: str = Field("", description="labelSelector of list and watch.")
+    field_selector: str = Field("", description="fieldSelector, e.g. 'spec.nodeName=node-{i}' as a kubelet does.")
+    selectivity: float = Field(1.0, gt=0, le=1, description="With selectors: the fraction of objects that match.")
+    encoding: Encoding = Field("json", description="Encoding (client-go uses protobuf for built-in types).")
+    list: ListSpec = Field(ListSpec(), description="How it lists.")
+    backoff: Backoff = Field(Backoff(), description="Backoff between failed list/watch attempts.")
+    watch_timeout_s: float = Field(
+        450.0, gt=0, description="Watches end after a random time in [timeout, 2 x timeout) and are re-established without a relist (client-go: 5-10 min)."
+    )
+
+
+class MutatorClient(_Client):
+    """Writes that change the inventory and are sent to watchers."""
+
+    kind: Literal["mutator"]
+    resource: str = Field(..., description="The resource written.")
+    namespace: str | None = Field("random", description="A namespace, 'random', or null (cluster-scoped).")
+    rate_per_s: float = Field(..., gt=0, description="Writes per second per instance (Poisson).")
+    mix: dict[Literal["create", "update", "patch", "delete"], float] = Field(
+        default_factory=lambda: {"update": 1.0}, description="Relative weights of the verbs."
+    )
+    encoding: Encoding = Field("json", description="Request/response encoding.")
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v or any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
+            raise ValueError("needs at least one verb with a positive weight and no negative weights")
+        return v
+
+
+class DiscoveryClient(_Client):
+    """kubectl with a cold discovery cache: /api, /apis, then every group-version, in parallel
+    through its token bucket; repeated every `interval_s`."""
+
+    kind: Literal["discovery"]
+    interval_s: float = Field(60.0, gt=0, description="Mean time between discovery runs per instance (Poisson).")
+    extra_group_versions: int = Field(
+        0, ge=0, description="Group-versions served besides those of `resources` (CRDs, aggregated APIs)."
+    )
+    aggregated: bool = Field(
+        False, description="Aggregated discovery (1.30+): 2 requests with every group-version in them, instead of 2 + one per group-version."
+    )
+    discovery_rate_limit: RateLimit = Field(
+        RateLimit(qps=50, burst=300), description="kubectl's discovery client token bucket (QPS 50, burst 300)."
+    )
+    bytes_per_group_version: Bytes = Field(6000.0, description="Size of one group-version's discovery document.")
+
+
+Client = Annotated[
+    Union[OpenLoopClient, ClosedLoopClient, InformerClient, MutatorClient, DiscoveryClient],
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+
+
+class _Event(_Model):
+    at_s: float = Field(..., ge=0, description="When (seconds from the start).")
+
+
+class OutageEvent(_Event):
+    """The network between clients and the apiserver fails: requests and watches break."""
+
+    kind: Literal["outage"]
+    duration_s: float = Field(..., gt=0, description="How long.")
+    relist: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description=(
+            "Whether watches can resume afterwards. auto: they resume when the outage was shorter than the "
+            "watch cache's history (75 s), else the server answers 410 Gone and informers relist. always / never force it."
+        ),
+    )
+
+
+class RestartEvent(_Event):
+    """The apiserver process is killed; it comes back after apiserver.restart_s, its caches empty."""
+
+    kind: Literal["restart"]
+
+
+class RampEvent(_Event):
+    """Change a client's instance count linearly over a time."""
+
+    kind: Literal["ramp"]
+    client: str = Field(..., description="The client's name.")
+    to_count: int = Field(..., ge=0, description="Instances at the end.")
+    over_s: float = Field(0.0, ge=0, description="Duration of the ramp (0 = at once).")
+
+
+class PolicyEvent(_Event):
+    """Switch the work estimator's LIST policy."""
+
+    kind: Literal["policy"]
+    estimator: Estimator = Field(..., description="The new estimator.")
+
+
+class APFConfigEvent(_Event):
+    """Replace the APF configuration (levels of the old one drain)."""
+
+    kind: Literal["apf_config"]
+    config: str = Field("bootstrap", description="As apf.config.")
+    priority_levels: dict[str, PriorityLevelOverride] = Field(default_factory=dict, description="As apf.priority_levels.")
+
+
+class ClientGatesEvent(_Event):
+    """Change client-side behaviour, as a rolling upgrade of the clients would."""
+
+    kind: Literal["client_gates"]
+    WatchListClient: bool = Field(..., description="New value of the client-go WatchListClient gate.")
+
+
+Event = Annotated[
+    Union[OutageEvent, RestartEvent, RampEvent, PolicyEvent, APFConfigEvent, ClientGatesEvent],
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class RunSpec(_Model):
+    duration_s: float = Field(300.0, gt=0, description="Simulated time.")
+    seed: int = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
+    scrape_interval_s: float = Field(1.0, gt=0, description="Step of the time series.")
+    request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
+
+
+class Scenario(_Model):
+    name: str = Field("scenario", description="A short name, used in outputs.")
+    description: str = Field("", description="What the scenario shows.")
+    run: RunSpec = Field(RunSpec(), description="Duration, seed, series step.")
+    kubernetes: Kubernetes = Field(Kubernetes(), description="Kubernetes version knobs.")
+    apiserver: Apiserver = Field(Apiserver(), description="The apiserver.")
+    apf: APF = Field(APF(), description="API Priority and Fairness.")
+    resources: list[Resource] = Field(default_factory=list, description="The cluster's resources.")
+    clients: list[Client] = Field(default_factory=list, description="Who sends requests.")
+    events: list[Event] = Field(default_factory=list, description="What happens when.")
+
+    @model_validator(mode="after")
+    def _references(self) -> "Scenario":
+        seen: set[str] = set()
+        for i, r in enumerate(self.resources):
+            if r.key in seen:
+                raise ValueError(f"resources[{i}]: duplicate resource {r.key!r}")
+            seen.add(r.key)
+        names: set[str] = set()
+        for i, c in enumerate(self.clients):
+            where = f"clients[{i}]"
+            if c.name in names:
+                raise ValueError(f"{where}.name: duplicate client name {c.name!r}")
+            names.add(c.name)
+            resource = getattr(c, "resource", None) or getattr(getattr(c, "request", None), "resource", None)
+            field = "resource" if hasattr(c, "resource") else "request.resource"
+            if resource is not None:
+                try:
+                    self.resource(resource)
+                except KeyError as exc:
+                    raise ValueError(f"{where}.{field}: {exc.args[0]}") from None
+        for i, e in enumerate(self.events):
+            if e.at_s > self.run.duration_s:
+                raise ValueError(f"events[{i}].at_s: {e.at_s} is after the end of the run ({self.run.duration_s} s)")
+            if isinstance(e, RampEvent) and e.client not in names:
+                raise ValueError(f"events[{i}].client: no client named {e.client!r}")
+        return self
+
+    def resource(self, ref: str) -> Resource:
+        """The resource a client refers to by name or name.group."""
+        matches = [r for r in self.resources if ref in (r.key, r.name)]
+        exact = [r for r in matches if r.key == ref]
+        if exact:
+            return exact[0]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise KeyError(f"resource {ref!r} is ambiguous: say {' or '.join(repr(r.key) for r in matches)}")
+        raise KeyError(f"no resource {ref!r} in resources")

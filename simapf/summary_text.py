@@ -1,0 +1,74 @@
+"""A run's summary as text a person reads at the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MB = 1e6
+
+
+def _mb(x: float | None) -> str:
+    return "-" if x is None else f"{x / MB:,.0f} MB"
+
+
+def _s(x: float | None) -> str:
+    if x is None:
+        return "not within the run"
+    if x < 1:
+        return f"{x * 1000:.1f} ms"
+    return f"{x:.2f} s"
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    lines: list[str] = []
+    add = lines.append
+    add(f"simapf {s['simapf_version']}: {s['scenario_name']} ({s['source']}), seed {s['seed']}, "
+        f"{s['duration_s']:g} simulated s in {s['wall_s']:.1f} wall s")  # fmt: skip
+    m, c, p = s["memory"], s["cpu"], s["process"]
+    limit = f" (limit {_mb(m['memory_limit_bytes'])})" if m["memory_limit_bytes"] else ""
+    add(f"  memory      peak RSS {_mb(m['peak_rss_bytes'])}{limit}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
+    add(f"  CPU         mean {c['mean_cores']:.2f} cores, peak {c['peak_cores']:.2f} of {c['cores']:g}")
+    add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")
+    by = s["requests"]["by_outcome"]
+    add(f"  requests    {s['requests']['total']:,}: " + ", ".join(f"{k} {v:,}" for k, v in by.items()))
+
+    add("")
+    add("  priority level              requests   rejected   rate     by reason")
+    for row in s["priority_levels"]:
+        if not row["requests"]:
+            continue
+        reasons = ", ".join(f"{k[len('rejected_'):].replace('_', '-')} {v:,}" for k, v in row.items()
+                            if k.startswith("rejected_") and v)  # fmt: skip
+        add(f"  {row['priority_level']:<26} {row['requests']:>10,} {row['rejected']:>10,} "
+            f"{100 * row['rejection_rate']:>6.2f} %   {reasons}")  # fmt: skip
+
+    if s["latency"]:
+        add("")
+        add("  latency (server side, successful requests)")
+        add("  priority level              verb         count        p50        p99        max")
+        for row in s["latency"]:
+            add(f"  {row['priority_level']:<26} {row['verb']:<8} {row['count']:>9,} {_s(row['p50_s']):>10} "
+                f"{_s(row['p99_s']):>10} {_s(row['max_s']):>10}")  # fmt: skip
+
+    if s["clients"]:
+        add("")
+        add("  clients")
+        for row in s["clients"]:
+            extra = []
+            if "relists" in row:
+                extra.append(f"{row['lists']} lists ({row['relists']} relists), {row['watch_breaks']} broken watches")
+            if "runs" in row:
+                extra.append(f"{row['runs']} discovery runs, p50 {_s(row['run_p50_s'])}, max {_s(row['run_max_s'])}")
+            if row.get("client_throttle_wait_s"):
+                extra.append(f"waited {row['client_throttle_wait_s']:.1f} s on its token bucket")
+            outcomes = ", ".join(f"{k} {v:,}" for k, v in row["outcomes"].items())
+            add(f"  {row['client']:<26} x{row['instances']:<5} {outcomes}; {row['retries_after_429']:,} retries after 429"
+                + ("; " + "; ".join(extra) if extra else ""))  # fmt: skip
+
+    if s["events"]:
+        add("")
+        add("  events")
+        for e in s["events"]:
+            add(f"  t={e['at_s']:>7g} s  {e['kind']:<12} recovered {_s(e['recovery_s'])} after it ended; "
+                f"peak RSS until the next event {_mb(e['peak_rss_bytes_until_next_event'])}")  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,556 @@
+"""The clients of a scenario: open-loop, closed-loop, informers, writers, kubectl discovery.
+
+A scenario client is a group of `count` instances; each instance is an independent actor with
+its own identity (`{i}` in names is its index) and its own random streams, seeded from the
+scenario seed, the client's name and the instance index. Nothing else draws from them, so two
+runs that differ only in APF policy see the same arrivals, think times and jitter.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Callable
+
+import numpy as np
+
+from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.scenario.schema import (
+    ClosedLoopClient,
+    DiscoveryClient,
+    Identity,
+    InformerClient,
+    MutatorClient,
+    OpenLoopClient,
+    RequestTemplate,
+)
+from simapf.server.paths import Encoding
+from simapf.server.runtime import OK, ServerRequest
+from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers
+from simapf.workload.cluster import GONE, Cluster
+
+AUTHENTICATED = "system:authenticated"
+
+
+def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Generator:
+    """An independent, reproducible random stream (no Python hash(): it changes per process)."""
+    return np.random.default_rng([seed, zlib.crc32(client.encode()), instance, zlib.crc32(purpose.encode())])
+
+
+def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
+    """User name and groups as the apiserver's authenticator would set them."""
+    if identity.service_account is not None:
+        ns, name = identity.service_account.format(i=i).split("/", 1)
+        user = f"system:serviceaccount:{ns}:{name}"
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
+    else:
+        user = identity.user.format(i=i)
+        groups = []
+    for g in identity.groups:
+        g = g.format(i=i)
+        if g not in groups:
+            groups.append(g)
+    if AUTHENTICATED not in groups:
+        groups.append(AUTHENTICATED)
+    return user, tuple(groups)
+
+
+class Context:
+    """What every client instance shares: the clock, the cluster, the run's seed, client gates."""
+
+    def __init__(self, cluster: Cluster, timers: Timers, seed: int, watch_list_client: bool) -> None:
+        self.cluster = cluster
+        self.timers = timers
+        self.seed = seed
+        self.watch_list_client = watch_list_client
+
+    @property
+    def server_watch_list(self) -> bool:
+        return self.cluster.server.apf.gates.watch_list
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Instance:
+    """One running client. `stop()` ends it: pending callbacks become no-ops."""
+
+    def __init__(self, group: "ClientGroup", index: int) -> None:
+        self.group = group
+        self.index = index
+        self.ctx = group.ctx
+        self.user, self.groups = user_info(group.spec.identity, index)
+        # kubectl's discovery client has a token bucket of its own.
+        rate_limit = getattr(group.spec, "discovery_rate_limit", None) or group.spec.rate_limit
+        self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
+                                   group.stats)  # fmt: skip
+        self.active = True
+        self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.active = False
+        self.requester.active = False
+
+    def attrs(self, verb: str, resource_ref: str, namespace: str | None, opts: ListOptions = ListOptions(),
+              name: str = "") -> RequestAttributes:  # fmt: skip
+        res = self.group.resource(resource_ref)
+        ns = namespace if (namespace and res.spec.namespaced) else ""
+        return RequestAttributes(
+            user=self.user, groups=self.groups, verb=verb, api_group=res.spec.group,
+            resource=res.spec.name, namespace=ns, name=name, list_options=opts,
+        )  # fmt: skip
+
+    def pick_namespace(self, resource_ref: str, namespace: str | None) -> str | None:
+        if namespace == "random":
+            res = self.group.resource(resource_ref)
+            if not res.spec.namespaced:
+                return None
+            return res.namespaces[int(self.rng.integers(len(res.namespaces)))]
+        return namespace.format(i=self.index) if namespace else namespace
+
+
+def template_options(t: RequestTemplate) -> ListOptions:
+    o = t.options
+    return ListOptions(
+        resource_version=o.resource_version, resource_version_match=o.resource_version_match,
+        limit=o.limit, label_selector=o.label_selector, field_selector=o.field_selector,
+        send_initial_events=o.send_initial_events,
+    )  # fmt: skip
+
+
+class _TemplateSender(Instance):
+    """Sends a RequestTemplate: a whole paged LIST counts as one request to the caller."""
+
+    def send_template(self, t: RequestTemplate, on_complete: Callable[[bool], None]) -> None:
+        ns = self.pick_namespace(t.resource, t.namespace)
+        opts = template_options(t)
+        attrs = self.attrs(t.verb, t.resource, ns, opts, name=self._name_for(t))
+        sel = t.options.selectivity
+        if t.verb == "list" and opts.limit > 0 and t.options.paginate and opts.resource_version != "0":
+            self._page(attrs, t, sel, 0, on_complete)
+        elif t.verb == "watch":
+            self.requester.do(attrs, t.encoding, lambda rec: self._watch_started(rec, attrs, t, on_complete),
+                              selectivity=sel)  # fmt: skip
+        else:
+            self.requester.do(attrs, t.encoding, lambda rec: on_complete(rec.outcome == OK), selectivity=sel)
+
+    def _name_for(self, t: RequestTemplate) -> str:
+        if t.verb == "get":
+            return f"obj-{int(self.rng.integers(1_000_000))}"
+        return ""
+
+    def _page(self, attrs: RequestAttributes, t: RequestTemplate, sel: float, page: int,
+              on_complete: Callable[[bool], None]) -> None:  # fmt: skip
+        cluster = self.ctx.cluster
+        if page > 0:
+            opts = attrs.list_options
+            attrs = _with_options(attrs, ListOptions(limit=opts.limit, continue_token=f"page-{page}",
+                                                     label_selector=opts.label_selector,
+                                                     field_selector=opts.field_selector))  # fmt: skip
+
+        def answered(rec: ServerRequest) -> None:
+            if rec.outcome != OK:
+                on_complete(False)
+            elif page + 1 < cluster.pages(attrs, sel):
+                self._page(attrs, t, sel, page + 1, on_complete)
+            else:
+                on_complete(True)
+
+        self.requester.do(attrs, t.encoding, answered, selectivity=sel, page=page)
+
+    def _watch_started(self, rec: ServerRequest, attrs: RequestAttributes, t: RequestTemplate,
+                       on_complete: Callable[[bool], None]) -> None:  # fmt: skip
+        if rec.outcome != OK or not self.active:
+            on_complete(False)
+            return
+        cluster = self.ctx.cluster
+        share = t.options.selectivity if (attrs.list_options.label_selector or attrs.list_options.field_selector) else 1.0
+        state = {"done": False}
+
+        def finish(ok: bool) -> None:
+            if not state["done"]:
+                state["done"] = True
+                cluster.close_watch(w)
+                on_complete(ok)
+
+        w = cluster.open_watch(attrs, share, lambda reason: finish(False))
+        self.ctx.timers.after(int(t.watch_duration_s * NS_PER_S), lambda _: finish(True))
+
+
+def _with_options(attrs: RequestAttributes, opts: ListOptions) -> RequestAttributes:
+    return RequestAttributes(
+        user=attrs.user, groups=attrs.groups, verb=attrs.verb, api_group=attrs.api_group,
+        resource=attrs.resource, namespace=attrs.namespace, name=attrs.name, list_options=opts,
+    )  # fmt: skip
+
+
+class OpenLoopInstance(_TemplateSender):
+    """Requests at a rate of their own, whatever the responses."""
+
+    def start(self) -> None:
+        spec: OpenLoopClient = self.group.spec
+        self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
+        self.mean_gap_ns = NS_PER_S / spec.rate_per_s
+        self.ctx.timers.after(self._gap(), self._arrive)
+
+    def _gap(self) -> int:
+        if self.group.spec.arrivals == "constant":
+            return int(self.mean_gap_ns)
+        return int(self.gaps.exponential(self.mean_gap_ns))
+
+    def _arrive(self, _=None) -> None:
+        if not self.active:
+            return
+        self.send_template(self.group.spec.request, _ignore)
+        self.ctx.timers.after(self._gap(), self._arrive)
+
+
+class ClosedLoopInstance(_TemplateSender):
+    """A virtual user: send, wait for the whole response, think, repeat."""
+
+    def start(self) -> None:
+        self.think = stream(self.ctx.seed, self.group.spec.name, self.index, "think")
+        self._next()
+
+    def _next(self, _=None) -> None:
+        if not self.active:
+            return
+        group = self.group
+        if group.iterations_left is not None:
+            if group.iterations_left <= 0:
+                return
+            group.iterations_left -= 1
+        self.send_template(group.spec.request, self._done)
+
+    def _done(self, _ok: bool) -> None:
+        if not self.active:
+            return
+        tt = self.group.spec.think_time
+        mean_ns = tt.mean_s * NS_PER_S
+        if tt.distribution == "constant":
+            pause = mean_ns
+        elif tt.distribution == "uniform":
+            pause = self.think.random() * 2 * mean_ns
+        else:
+            pause = self.think.exponential(mean_ns) if mean_ns > 0 else 0
+        self.ctx.timers.after(int(pause), self._next)
+
+
+class MutatorInstance(Instance):
+    """Writes at a Poisson rate; successful writes change the inventory and reach watchers."""
+
+    def start(self) -> None:
+        spec: MutatorClient = self.group.spec
+        self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
+        self.verbs = list(spec.mix)
+        w = np.array([spec.mix[v] for v in self.verbs], dtype=float)
+        self.cum = np.cumsum(w / w.sum())
+        self.mean_gap_ns = NS_PER_S / spec.rate_per_s
+        self.objects = self.group.resource(spec.resource)
+        self.ctx.timers.after(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
+
+    def _arrive(self, _=None) -> None:
+        if not self.active:
+            return
+        spec: MutatorClient = self.group.spec
+        verb = self.verbs[int(np.searchsorted(self.cum, self.rng.random(), side="right").clip(0, len(self.verbs) - 1))]
+        ns = self.pick_namespace(spec.resource, spec.namespace)
+        objs = self.objects
+        if verb == "create":
+            size = objs.draw_size()
+            name = ""
+        else:
+            size = objs.mean_size(ns)
+            name = f"obj-{int(self.rng.integers(1_000_000))}"
+        attrs = self.attrs(verb, spec.resource, ns, name=name)
+        self.requester.do(attrs, spec.encoding, lambda rec: self._written(rec, verb, ns or "", size), object_bytes=size)
+        self.ctx.timers.after(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
+
+    def _written(self, rec: ServerRequest, verb: str, ns: str, size: float) -> None:
+        if rec.outcome != OK:
+            return
+        objs = self.objects
+        if verb == "create":
+            objs.add(ns, size)
+        elif verb == "delete":
+            if objs.delete(ns) is None:
+                return
+        self.ctx.cluster.fan_out(objs.key, ns, size, Encoding(self.group.spec.encoding))
+
+
+class DiscoveryInstance(Instance):
+    """kubectl on a cold discovery cache, every `interval_s` on average."""
+
+    def start(self) -> None:
+        spec: DiscoveryClient = self.group.spec
+        self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
+        self._run()
+
+    def _paths(self) -> list[tuple[str, float]]:
+        spec: DiscoveryClient = self.group.spec
+        gvs = self.group.ctx.cluster.inventory.group_versions()
+        n_gv = len(gvs) + spec.extra_group_versions
+        per_gv = spec.bytes_per_group_version
+        if spec.aggregated:
+            return [("/api", per_gv), ("/apis", per_gv * n_gv)]
+        paths = [("/api", 500.0), ("/apis", 200.0 * n_gv)]
+        paths += [(f"/apis/{g or 'core'}/{v}", per_gv) for g, v, _n in gvs]
+        paths += [(f"/apis/extra-{k}.example.com/v1", per_gv) for k in range(spec.extra_group_versions)]
+        return paths
+
+    def _run(self, _=None) -> None:
+        if not self.active:
+            return
+        self.run_started = self.ctx.timers.now()
+        paths = self._paths()
+        first, rest = paths[:2], paths[2:]
+        self._fetch(first, lambda: self._fetch(rest, self._finished))
+
+    def _fetch(self, paths: list[tuple[str, float]], then: Callable[[], None]) -> None:
+        if not paths:
+            then()
+            return
+        left = {"n": len(paths)}
+
+        def one_done(_rec: ServerRequest) -> None:
+            left["n"] -= 1
+            if left["n"] == 0 and self.active:
+                then()
+
+        for path, nbytes in paths:
+            attrs = RequestAttributes(user=self.user, groups=self.groups, verb="get", is_resource_request=False, path=path)
+            self.requester.do(attrs, "json", one_done, object_bytes=nbytes)
+
+    def _finished(self) -> None:
+        stats = self.group.stats
+        stats.runs += 1
+        stats.run_durations_ns.append(self.ctx.timers.now() - self.run_started)
+        interval_ns = self.group.spec.interval_s * NS_PER_S
+        self.ctx.timers.after(int(self.gaps.exponential(interval_ns)), self._run)
+
+
+class InformerInstance(Instance):
+    """client-go's reflector: list, then watch from the list's resourceVersion.
+
+    A watch that ends normally (timeout) is re-established from the last resourceVersion. A watch
+    that cannot start because the server is unreachable or busy (connection refused, 429) is
+    retried with backoff, still from the last resourceVersion. A 410 Gone, or a failed list,
+    ends the ListAndWatch: after a backoff the informer lists again (a relist).
+    """
+
+    def start(self) -> None:
+        spec: InformerClient = self.group.spec
+        self.spec = spec
+        self.backoff = Backoff(spec.backoff, stream(self.ctx.seed, spec.name, self.index, "backoff"))
+        self.timeouts = stream(self.ctx.seed, spec.name, self.index, "watch-timeout")
+        fs = spec.field_selector.format(i=self.index)
+        self.filtered = bool(spec.label_selector or fs)
+        self.share = spec.selectivity if self.filtered else 1.0
+        self.field_selector = fs
+        self.synced = False  # listed, and a watch is open or being re-opened
+        self.watching = False
+        self.rv_ns = 0  # when the resourceVersion the informer holds was current
+        self.rv_incarnation = 0
+        self.has_listed = False
+        self.watch = None
+        self._list_and_watch()
+
+    def stop(self) -> None:
+        super().stop()
+        if self.watch is not None:
+            self.ctx.cluster.close_watch(self.watch)
+            self.watch = None
+
+    # ---------------------------------------------------------------- listing
+
+    def _opts(self, **kw) -> ListOptions:
+        return ListOptions(label_selector=self.spec.label_selector, field_selector=self.field_selector, **kw)
+
+    def _list_mode(self) -> str:
+        mode = self.spec.list.mode
+        if mode == "auto":
+            if self.ctx.watch_list_client and self.ctx.server_watch_list:
+                return "watchlist"
+            return "rv0" if not self.has_listed else "paged"
+        return mode
+
+    def _list_and_watch(self, _=None) -> None:
+        if not self.active:
+            return
+        self.synced = False
+        stats = self.group.stats
+        stats.lists += 1
+        if self.has_listed:
+            stats.relists += 1
+        mode = self._list_mode()
+        spec = self.spec
+        if mode == "watchlist":
+            opts = self._opts(resource_version="", resource_version_match="NotOlderThan", send_initial_events=True)
+            attrs = self.attrs("watch", spec.resource, spec.namespace, opts)
+            self.requester.do(attrs, spec.encoding, lambda rec: self._watch_list_done(rec, attrs),
+                              selectivity=spec.selectivity)  # fmt: skip
+            return
+        if mode == "rv0":
+            opts = self._opts(resource_version="0", limit=spec.list.page_size)
+        elif mode == "consistent":
+            opts = self._opts()
+        else:  # paged
+            opts = self._opts(limit=spec.list.page_size)
+        attrs = self.attrs("list", spec.resource, spec.namespace, opts)
+        self._list_page(attrs, 0)
+
+    def _list_page(self, attrs: RequestAttributes, page: int) -> None:
+        spec = self.spec
+        paged = attrs.list_options.limit > 0 and attrs.list_options.resource_version != "0"
+        if page > 0:
+            o = attrs.list_options
+            attrs = _with_options(attrs, ListOptions(limit=o.limit, continue_token=f"page-{page}",
+                                                     label_selector=o.label_selector, field_selector=o.field_selector))  # fmt: skip
+
+        def answered(rec: ServerRequest) -> None:
+            if not self.active:
+                return
+            if rec.outcome != OK:
+                self._relist_later()
+            elif paged and page + 1 < self.ctx.cluster.pages(attrs, spec.selectivity):
+                self._list_page(attrs, page + 1)
+            else:
+                self._listed()
+
+        self.requester.do(attrs, spec.encoding, answered, selectivity=spec.selectivity, page=page if paged else -1)
+
+    def _listed(self) -> None:
+        self.has_listed = True
+        self._mark_current()
+        self.synced = True
+        self._start_watch()
+
+    def _watch_list_done(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
+        if not self.active:
+            return
+        if rec.outcome != OK:
+            self._relist_later()
+            return
+        self.has_listed = True
+        self._mark_current()
+        self.synced = True
+        self._opened(attrs)  # the WatchList stream goes on as the watch
+
+    def _relist_later(self) -> None:
+        self.synced = False
+        self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._list_and_watch)
+
+    def _mark_current(self) -> None:
+        self.rv_ns = self.ctx.timers.now()
+        self.rv_incarnation = self.ctx.cluster.server.incarnation
+
+    # ---------------------------------------------------------------- watching
+
+    def _start_watch(self, _=None) -> None:
+        if not self.active:
+            return
+        spec = self.spec
+        cluster = self.ctx.cluster
+        attrs = self.attrs("watch", spec.resource, spec.namespace,
+                           self._opts(resource_version="rv", send_initial_events=None))  # fmt: skip
+        if cluster.network_up and cluster.server.model.up and not cluster.watch_resumable(self.rv_ns, self.rv_incarnation):
+            # The server answers 410 Gone: the resourceVersion is too old.
+            self.group.stats.gone += 1
+            self.requester.do(attrs, spec.encoding, lambda rec: self._gone(rec), selectivity=spec.selectivity)
+            return
+        self.requester.do(attrs, spec.encoding, lambda rec: self._watch_answer(rec, attrs), selectivity=spec.selectivity)
+
+    def _gone(self, rec: ServerRequest) -> None:
+        if not self.active:
+            return
+        if rec.outcome == OK:
+            rec.outcome = GONE
+        self._relist_later()
+
+    def _watch_answer(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
+        if not self.active:
+            return
+        if rec.outcome == OK:
+            self._opened(attrs)
+        else:
+            # Connection refused, 429s past the retries, the process died: back off, re-watch.
+            self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
+
+    def _opened(self, attrs: RequestAttributes) -> None:
+        self.watching = True
+        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken)
+        timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
+        watch = self.watch
+        self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
+
+    def _timed_out(self, watch) -> None:
+        if not self.active or watch is not self.watch or not watch.open:
+            return
+        self.ctx.cluster.close_watch(watch)
+        self.watch = None
+        self.watching = False
+        self._mark_current()  # bookmarks kept the resourceVersion current
+        self._start_watch()
+
+    def _broken(self, _reason: str) -> None:
+        if not self.active:
+            return
+        self.group.stats.watch_breaks += 1
+        self.watch = None
+        self.watching = False
+        self._mark_current()
+        self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
+
+
+# ---------------------------------------------------------------------------------------------
+
+INSTANCE_CLASSES = {
+    "open_loop": OpenLoopInstance,
+    "closed_loop": ClosedLoopInstance,
+    "informer": InformerInstance,
+    "mutator": MutatorInstance,
+    "discovery": DiscoveryInstance,
+}
+
+
+class ClientGroup:
+    """One scenario client: its instances, its counters, its ramp."""
+
+    def __init__(self, spec, ctx: Context, resolve_resource) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.stats = ClientStats()
+        self.resource = resolve_resource
+        self.instances: list[Instance] = []
+        self.iterations_left = getattr(spec, "iterations", None)
+        self.start_rng = stream(ctx.seed, spec.name, 0, "start")
+        self._cls = INSTANCE_CLASSES[spec.kind]
+
+    def start(self) -> None:
+        spec = self.spec
+        for i in range(spec.count):
+            offset = spec.start.at_s + (self.start_rng.random() * spec.start.spread_s if spec.start.spread_s else 0.0)
+            self._launch_at(int(offset * NS_PER_S))
+
+    def _launch_at(self, delay_ns: int) -> None:
+        inst = self._cls(self, len(self.instances))
+        self.instances.append(inst)
+        self.ctx.timers.after(delay_ns, lambda _: inst.start() if inst.active else None)
+
+    def set_count(self, n: int) -> None:
+        """Add instances (started now) or stop the newest ones."""
+        live = [x for x in self.instances if x.active]
+        for _ in range(n - len(live)):
+            self._launch_at(0)
+        for inst in reversed(live[n:] if n < len(live) else []):
+            inst.stop()
+
+    @property
+    def active_count(self) -> int:
+        return sum(1 for x in self.instances if x.active)
+
+
+def _ignore(_ok: bool) -> None:
+    pass

@@ -1,0 +1,64 @@
+"""Scenario events: outages, restarts, ramps and configuration changes, at their times."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from simapf.apf.types import NS_PER_S
+from simapf.scenario import schema
+from simapf.workload.clients import ClientGroup, Context
+
+
+class EventRunner:
+    def __init__(self, ctx: Context, groups: dict[str, ClientGroup],
+                 build_estimator: Callable, build_apf_objects: Callable) -> None:  # fmt: skip
+        self.ctx = ctx
+        self.groups = groups
+        self.build_estimator = build_estimator
+        self.build_apf_objects = build_apf_objects
+
+    def schedule(self, events: list) -> None:
+        for i, e in enumerate(events):
+            self.ctx.timers.after(int(e.at_s * NS_PER_S), self._fire, (i, e))
+
+    def _fire(self, item) -> None:
+        i, e = item
+        cluster = self.ctx.cluster
+        if isinstance(e, schema.OutageEvent):
+            end_ns = int((e.at_s + e.duration_s) * NS_PER_S)
+            cluster.network_down(e.relist, end_ns)
+            self.ctx.timers.after(end_ns - self.ctx.timers.now(), lambda _: cluster.network_restored())
+        elif isinstance(e, schema.RestartEvent):
+            cluster.server.model.kill("restart")
+        elif isinstance(e, schema.RampEvent):
+            self._ramp(self.groups[e.client], e)
+        elif isinstance(e, schema.PolicyEvent):
+            cluster.server.set_estimator(self.build_estimator(e.estimator, f"events[{i}].estimator"))
+        elif isinstance(e, schema.APFConfigEvent):
+            cluster.server.reconfigure_apf(self.build_apf_objects(e.config, e.priority_levels, f"events[{i}]"))
+        elif isinstance(e, schema.ClientGatesEvent):
+            self.ctx.watch_list_client = e.WatchListClient
+        else:  # pragma: no cover - the schema admits no other kind
+            raise TypeError(f"unknown event {e!r}")
+
+    def _ramp(self, group: ClientGroup, e: schema.RampEvent) -> None:
+        start = group.active_count
+        steps = abs(e.to_count - start)
+        if steps == 0:
+            return
+        if e.over_s <= 0:
+            group.set_count(e.to_count)
+            return
+        direction = 1 if e.to_count > start else -1
+        for k in range(1, steps + 1):
+            delay = int(e.over_s * NS_PER_S * k / steps)
+            self.ctx.timers.after(delay, lambda _, n=start + direction * k: group.set_count(n))
+
+
+def event_end_s(e) -> float:
+    """When an event is over (an outage lasts; a ramp takes its time; the rest are instants)."""
+    if isinstance(e, schema.OutageEvent):
+        return e.at_s + e.duration_s
+    if isinstance(e, schema.RampEvent):
+        return e.at_s + e.over_s
+    return e.at_s

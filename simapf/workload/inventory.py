@@ -1,0 +1,151 @@
+"""The cluster's objects: how many of each resource, in which namespace, how big.
+
+Objects are not kept one by one: per resource and namespace we keep a count and a byte total,
+which is all a LIST's cost, the watch cache's size and APF's object-count statistics need.
+Object sizes are drawn from the resource's distribution when objects are created, so a cluster
+of 400 Secrets of ~100 KB has a total that varies like a real one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simapf.apf.estimators import ObjectStats
+from simapf.scenario.schema import Resource, SizeDistribution
+from simapf.server.model import CachedResource
+
+STATS_REFRESH_NS = 60_000_000_000  # the apiserver refreshes its object counts every minute
+
+
+def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
+    mean = dist.mean_bytes
+    if n <= 0:
+        return np.zeros(0)
+    if dist.distribution == "constant":
+        return np.full(n, mean)
+    if dist.distribution == "exponential":
+        return np.maximum(1.0, rng.exponential(mean, n))
+    # lognormal with the requested mean: mu = ln(mean) - sigma^2/2
+    sigma = dist.sigma
+    return np.maximum(1.0, rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n))
+
+
+class ResourceObjects:
+    """Objects of one resource, per namespace (cluster-scoped resources have one bucket, '')."""
+
+    __slots__ = ("spec", "namespaces", "counts", "bytes", "rng", "version")
+
+    def __init__(self, spec: Resource, rng: np.random.Generator) -> None:
+        self.spec = spec
+        self.rng = rng
+        self.namespaces = [f"ns-{i}" for i in range(spec.namespaces)] if spec.namespaced else [""]
+        k = len(self.namespaces)
+        sizes = draw_sizes(spec.object_size, spec.count, rng)
+        # Objects are dealt round-robin over the namespaces.
+        self.counts = [spec.count // k + (1 if i < spec.count % k else 0) for i in range(k)]
+        self.bytes = [float(sizes[i::k].sum()) for i in range(k)]
+        self.version = 0  # bumped on every change: a key for cached shapes
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    def total(self) -> tuple[int, float]:
+        return sum(self.counts), sum(self.bytes)
+
+    def in_namespace(self, namespace: str | None) -> tuple[int, float]:
+        """(objects, stored bytes) a request scoped to `namespace` sees (None/'' = all)."""
+        if not namespace or not self.spec.namespaced:
+            return self.total()
+        try:
+            i = self.namespaces.index(namespace)
+        except ValueError:
+            return 0, 0.0  # a namespace with nothing in it
+        return self.counts[i], self.bytes[i]
+
+    def mean_size(self, namespace: str | None = None) -> float:
+        n, b = self.in_namespace(namespace)
+        if n > 0:
+            return b / n
+        return self.spec.object_size.mean_bytes
+
+    def namespace_index(self, namespace: str | None) -> int:
+        if not self.spec.namespaced or not namespace:
+            return 0
+        try:
+            return self.namespaces.index(namespace)
+        except ValueError:
+            self.namespaces.append(namespace)
+            self.counts.append(0)
+            self.bytes.append(0.0)
+            return len(self.namespaces) - 1
+
+    # --------------------------------------------------------------- mutations
+
+    def draw_size(self) -> float:
+        """The size of a new object, from the resource's distribution."""
+        return float(draw_sizes(self.spec.object_size, 1, self.rng)[0])
+
+    def add(self, namespace: str | None, size: float) -> None:
+        """A new object of `size` bytes."""
+        i = self.namespace_index(namespace)
+        self.counts[i] += 1
+        self.bytes[i] += size
+        self.version += 1
+
+    def delete(self, namespace: str | None) -> float | None:
+        """Remove an object of average size from the namespace; None if it is empty."""
+        i = self.namespace_index(namespace)
+        if self.counts[i] == 0:
+            return None
+        size = self.bytes[i] / self.counts[i]
+        self.counts[i] -= 1
+        self.bytes[i] = self.bytes[i] - size if self.counts[i] else 0.0
+        self.version += 1
+        return size
+
+
+class Inventory:
+    """Every resource of the cluster; also APF's object-count statistics source."""
+
+    def __init__(self, resources: list[Resource], rng: np.random.Generator) -> None:
+        self.by_key: dict[str, ResourceObjects] = {}
+        self.by_name: dict[str, list[ResourceObjects]] = {}
+        for spec in resources:
+            objs = ResourceObjects(spec, rng)
+            self.by_key[spec.key] = objs
+            self.by_name.setdefault(spec.name, []).append(objs)
+        self._stats: dict[tuple[str, str], ObjectStats] = {}
+        self.refresh_stats()
+
+    def get(self, ref: str) -> ResourceObjects:
+        if ref in self.by_key:
+            return self.by_key[ref]
+        return self.by_name[ref][0]
+
+    def refresh_stats(self) -> None:
+        """Take the statistics APF's estimator sees (upstream refreshes them every minute)."""
+        stats = {}
+        for objs in self.by_key.values():
+            n, b = objs.total()
+            stats[(objs.spec.group, objs.spec.name)] = ObjectStats(n, int(b / n) if n else 0)
+        self._stats = stats
+
+    def lookup(self, api_group: str, resource: str) -> ObjectStats | None:
+        return self._stats.get((api_group, resource))
+
+    def cached_resources(self) -> list[CachedResource]:
+        out = []
+        for objs in self.by_key.values():
+            if objs.spec.watch_cache:
+                n, b = objs.total()
+                out.append(CachedResource(objs.key, n, b))
+        return out
+
+    def group_versions(self) -> list[tuple[str, str, int]]:
+        """(group, version, resources) served, for discovery."""
+        gv: dict[tuple[str, str], int] = {}
+        for objs in self.by_key.values():
+            k = (objs.spec.group, objs.spec.version)
+            gv[k] = gv.get(k, 0) + 1
+        return [(g, v, n) for (g, v), n in sorted(gv.items())]

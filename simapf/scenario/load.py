@@ -15,12 +15,21 @@ from typing import Any, Iterable
 import yaml
 from pydantic import ValidationError
 
-from simapf.apf.config import APFObjects, bootstrap_objects, build_effective_config, load_objects, objects_from_data
-from simapf.apf.estimators import WorkEstimator
+from simapf.apf.config import (
+    APFObjects,
+    PriorityLevelConfiguration,
+    bootstrap_objects,
+    build_effective_config,
+    load_objects,
+    objects_from_data,
+    validate_priority_level,
+)
+from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
+from simapf.scenario.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
-from simapf.server.params import ServerParams, describe_validation_error
+from simapf.server.params import ServerParams, parse_bytes
 
 
 @dataclass(frozen=True)
@@ -79,23 +88,30 @@ def load_scenario(
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: a scenario must be a mapping, got {type(data).__name__}")
-    data = apply_overrides(data, overrides, name)
+    data, applied = _apply_overrides(data, overrides, name)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{name}: {describe_scenario_error(exc)}") from None
+        raise ConfigError(f"{name}: {_blame(describe_scenario_error(exc), applied)}") from None
     loaded = LoadedScenario(scenario, base.resolve(), name)
     try:
         resolve(loaded)
     except ConfigError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
+        raise ConfigError(f"{name}: {_blame(str(exc), applied)}") from None
     return loaded
 
 
+def _blame(message: str, applied: list[tuple[str, str]]) -> str:
+    """Say which --set put a bad value there: the file does not show it."""
+    for path, shown in reversed(applied):
+        if message.startswith(path) and message[len(path) : len(path) + 1] in (":", ".", "[", " "):
+            return f"{message} (from --set {shown})"
+    return message
+
+
 def describe_scenario_error(exc: ValidationError) -> str:
-    msg = describe_validation_error(exc)
-    # Checks across fields report their own path inside the message.
-    return msg.replace("server parameters: Value error, ", "").replace(": Value error, ", ": ")
+    """One line naming the field path as the user wrote it (see `simapf.scenario.messages`)."""
+    return describe(exc, Scenario)
 
 
 # -------------------------------------------------------------------------- overrides
@@ -105,7 +121,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"--set {text!r}: expected dotted.key=value")
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. run.duration_s=120")
+    if any(not part.strip() for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: empty part in the key {key!r}")
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
@@ -115,11 +133,23 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 def apply_overrides(data: dict, overrides: Iterable[str] | dict[str, Any], name: str = "<scenario>") -> dict:
     """A deep copy of `data` with each dotted key set."""
-    items = overrides.items() if isinstance(overrides, dict) else (parse_override(o) for o in overrides)
+    return _apply_overrides(data, overrides, name)[0]
+
+
+def _apply_overrides(
+    data: dict, overrides: Iterable[str] | dict[str, Any], name: str
+) -> tuple[dict, list[tuple[str, str]]]:
+    """`apply_overrides`, also returning each override's field path as error messages write it
+    (clients[0].count for clients.controllers.count) and the override as the user wrote it."""
+    if isinstance(overrides, dict):
+        items = [(k, v, f"{k}={v}") for k, v in overrides.items()]
+    else:
+        items = [(*parse_override(o), o) for o in overrides]
     data = _deep_copy(data)
-    for key, value in items:
-        _set_dotted(data, key, value, name)
-    return data
+    applied = []
+    for key, value, shown in items:
+        applied.append((_set_dotted(data, key, value, name), shown))
+    return data, applied
 
 
 def _deep_copy(x: Any) -> Any:
@@ -130,29 +160,39 @@ def _deep_copy(x: Any) -> Any:
     return x
 
 
-def _set_dotted(data: dict, key: str, value: Any, name: str) -> None:
+def _set_dotted(data: dict, key: str, value: Any, name: str) -> str:
+    """Set `key` in `data`; return its path as error messages write it."""
     parts = key.split(".")
     node: Any = data
+    path = ""
     for depth, part in enumerate(parts):
         last = depth == len(parts) - 1
-        where = ".".join(parts[: depth + 1])
         if isinstance(node, list):
             index = _list_index(node, part)
             if index is None:
-                raise ConfigError(f"{name}: --set {key}: no element {part!r} in {'.'.join(parts[:depth]) or 'the list'}")
+                names = [str(x["name"]) for x in node if isinstance(x, dict) and "name" in x]
+                known = f" (there are: {', '.join(names)})" if names else f" (it has {len(node)})"
+                raise ConfigError(f"{name}: --set {key}: no element {part!r} in {path or 'the list'}{known}")
+            path += f"[{index % len(node)}]"
             if last:
                 node[index] = value
-                return
+                return path
             node = node[index]
         elif isinstance(node, dict):
+            path += f".{part}" if path else part
             if last:
                 node[part] = value
-                return
+                return path
             if node.get(part) is None:
                 node[part] = {}
             node = node[part]
         else:
-            raise ConfigError(f"{name}: --set {key}: {where} is not a mapping or list")
+            raise ConfigError(f"{name}: --set {key}: {path} is {_kind(node)}, not a mapping or list")
+    return path
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def _list_index(items: list, part: str) -> int | None:
@@ -221,6 +261,7 @@ def apf_objects(config: str, overrides: dict[str, PriorityLevelOverride], base_d
             if response.get("type") != "Queue":
                 raise ConfigError(f"{where}.priority_levels.{name}: the level rejects instead of queuing; it has no queues to change")
             response["queuing"] = {**response.get("queuing", {}), **queuing_change}
+        _check_override(doc, change, f"{where}.priority_levels.{name}")
         try:
             new = objects_from_data(doc, source_name=None)
         except ConfigError as exc:
@@ -229,47 +270,135 @@ def apf_objects(config: str, overrides: dict[str, PriorityLevelOverride], base_d
     return objects.overlay(APFObjects(priority_levels=tuple(changed)))
 
 
+# The apiserver's field paths of a priority level and the override fields that set them.
+_OVERRIDE_FIELDS = {
+    "spec.limited.nominalConcurrencyShares": "nominal_concurrency_shares",
+    "spec.limited.lendablePercent": "lendable_percent",
+    "spec.limited.borrowingLimitPercent": "borrowing_limit_percent",
+    "spec.limited.limitResponse.queuing.queues": "queues",
+    "spec.limited.limitResponse.queuing.handSize": "hand_size",
+    "spec.limited.limitResponse.queuing.queueLengthLimit": "queue_length_limit",
+}
+
+
+def _check_override(doc: dict, change: PriorityLevelOverride, where: str) -> None:
+    """The apiserver's rules for the changed level, reported against the override's fields
+    (hand_size, not spec.limited.limitResponse.queuing.handSize)."""
+    try:
+        pl = PriorityLevelConfiguration.model_validate(doc)
+    except ValidationError:
+        return  # objects_from_data reports it
+    problems = validate_priority_level(pl)
+    if not problems:
+        return
+    path, message = problems[0]
+    field = _OVERRIDE_FIELDS.get(path)
+    if field is not None and getattr(change, field) is None:
+        # The rule is broken by a value the level already had, against one the user changed
+        # (queues: 2 for a level whose hand size is 6): name the changed one.
+        touched = [f for f in ("queues", "hand_size") if getattr(change, f) is not None]
+        if field in ("queues", "hand_size") and touched:
+            message = f"{field} {message}" if "deck size" not in message else message
+            field = touched[0]
+    shown = f"{where}.{field}" if field is not None else f"{where}: {path}"
+    raise ConfigError(f"{shown}: {message}")
+
+
 def server_params(loaded: LoadedScenario) -> ServerParams:
     """Resource-model parameters: the defaults, then params_file, then params, then the
     apiserver fields that name the same things."""
     api = loaded.scenario.apiserver
     data: dict[str, Any] = {}
+    file_data: dict[str, Any] = {}
+    file_path: Path | None = None
     if api.params_file:
-        path = Path(api.params_file)
-        if not path.is_absolute():
-            path = loaded.base_dir / path
-        file_data = read_yaml(path)
-        if file_data is None:
-            file_data = {}
-        if not isinstance(file_data, dict):
-            raise ConfigError(f"apiserver.params_file: {path}: must be a mapping")
-        file_data = file_data.get("params", file_data)  # calibration records keep them under `params`
+        file_path = Path(api.params_file)
+        if not file_path.is_absolute():
+            file_path = loaded.base_dir / file_path
+        try:
+            raw = read_yaml(file_path)
+        except ConfigError as exc:
+            raise ConfigError(f"apiserver.params_file: {exc}") from None
+        if raw is None:
+            raw = {}
+        if isinstance(raw, dict) and isinstance(raw.get("params"), dict):
+            raw = raw["params"]  # calibration records keep them under `params`
+        if not isinstance(raw, dict):
+            raise ConfigError(f"apiserver.params_file: {file_path}: expected a mapping of parameters, got {type(raw).__name__}")
+        file_data = raw
         data = _merge(data, file_data)
     data = _merge(data, api.params)
     gates = loaded.scenario.kubernetes.feature_gates
-    explicit = {
-        "cpu": {"cores": api.cores, "gomaxprocs": api.gomaxprocs},
-        "process": {"memory_limit_bytes": api.memory_limit_bytes},
-        "gc": {"gogc": None if api.gogc == "off" else api.gogc, "gomemlimit_bytes": api.gomemlimit_bytes},
+    explicit: dict[str, dict[str, Any]] = {
+        "cpu": {}, "process": {}, "gc": {},
         "features": {
             "consistent_list_from_cache": gates.ConsistentListFromCache,
             "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
             "streaming_collection_encoding_to_json": gates.StreamingCollectionEncodingToJSON,
             "streaming_collection_encoding_to_protobuf": gates.StreamingCollectionEncodingToProtobuf,
         },
-    }
-    if api.restart_s is not None:
-        explicit["process"]["restart_s"] = api.restart_s
-    cpu = data.get("cpu", {})
-    if isinstance(cpu, dict) and "usable_cores" in cpu and cpu["usable_cores"] is not None:
-        # A fitted ceiling above the scenario's cores cannot hold: the cores are the ceiling.
-        cpu = {**cpu, "usable_cores": min(float(cpu["usable_cores"]), api.cores)}
-        data = {**data, "cpu": cpu}
-    data = _merge(data, explicit)
+    }  # fmt: skip
+    for field, section, key, value in (
+        ("cores", "cpu", "cores", api.cores),
+        ("gomaxprocs", "cpu", "gomaxprocs", api.gomaxprocs),
+        ("memory_limit_bytes", "process", "memory_limit_bytes", api.memory_limit_bytes),
+        ("gogc", "gc", "gogc", None if api.gogc == "off" else api.gogc),
+        ("gomemlimit_bytes", "gc", "gomemlimit_bytes", api.gomemlimit_bytes),
+        ("restart_s", "process", "restart_s", api.restart_s),
+    ):
+        in_params = isinstance(api.params.get(section), dict) and key in api.params[section]
+        if field == "restart_s" and value is None:
+            continue  # null: the resource model's (or the parameter file's) restart time
+        if field in api.model_fields_set:
+            # Two values for one thing in one scenario: say so rather than pick one silently.
+            if in_params and not _same_value(key, api.params[section][key], value):
+                raise ConfigError(
+                    f"apiserver.params.{section}.{key}: {api.params[section][key]!r} contradicts "
+                    f"apiserver.{field}: {getattr(api, field)!r}; set it in one place"
+                )
+            explicit[section][key] = value
+        elif not _has_path(data, [section, key]):
+            # The apiserver's defaults stand in for what no parameter set says.
+            explicit[section][key] = value
+    # A section that is not a mapping stays as written, so validation reports it.
+    data = _merge(data, {k: v for k, v in explicit.items() if isinstance(data.get(k, {}), dict)})
+    # A ceiling fitted on a bigger machine cannot hold on this one: its cores are the ceiling.
+    # Only the file's: a scenario that writes both numbers itself gets the error.
+    if _has_path(file_data, ["cpu", "usable_cores"]) and not _has_path(api.params, ["cpu", "usable_cores"]) \
+            and _has_path(data, ["cpu", "usable_cores"]):
+        usable, cores = data["cpu"]["usable_cores"], data["cpu"].get("cores")
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (usable, cores)):
+            data = _merge(data, {"cpu": {"usable_cores": min(float(usable), float(cores))}})
     try:
         return ServerParams.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"apiserver.params.{describe_validation_error(exc)}") from None
+        problem, more = first_problem(exc, ServerParams)
+        keys = problem.path.split(".") if problem.path else []
+        if file_path is not None and keys and not _has_path(api.params, keys) and _has_path(file_data, keys):
+            where = f"apiserver.params_file: {file_path}: "
+        else:
+            where = "apiserver.params." if problem.path else "apiserver.params: "
+        text = f"{where}{problem}"
+        if more:
+            text += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise ConfigError(text) from None
+
+
+def _same_value(key: str, written: Any, value: Any) -> bool:
+    """Whether a value written in apiserver.params says what the apiserver field says."""
+    if key == "gogc" and (written is False or (isinstance(written, str) and written.strip().lower() == "off")):
+        written = None  # off, as the apiserver field's "off" is passed on
+    if key.endswith("_bytes"):
+        written = parse_bytes(written)
+    return written == value
+
+
+def _has_path(data: Any, keys: list[str]) -> bool:
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -283,12 +412,15 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def work_estimator(spec: Estimator, where: str) -> WorkEstimator:
+    # The policy's name first, so a typo in it is not reported against its parameters.
+    try:
+        resolve_list_policy_class(spec.list_policy)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.list_policy: {exc}") from None
     try:
         return WorkEstimator(
             spec.list_policy, list_params=spec.list_params,
             mutating=MutatingEstimatorConfig(enabled=spec.mutating_enabled),
         )  # fmt: skip
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}.list_params: {exc}") from None

@@ -57,7 +57,7 @@ class FeatureGates(_Model):
 
 class Kubernetes(_Model):
     version: str = Field("1.37", description="The Kubernetes version the defaults describe (informational).")
-    feature_gates: FeatureGates = Field(FeatureGates(), description="Feature gates (see above).")
+    feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,14 +68,42 @@ class Apiserver(_Model):
     """One kube-apiserver. Fields here override the same ones of the resource-model parameters."""
 
     cores: float = Field(16.0, gt=0, description="CPU cores of the apiserver (container limit or machine).")
-    max_requests_inflight: int = Field(400, ge=0, description="--max-requests-inflight.")
-    max_mutating_requests_inflight: int = Field(200, ge=0, description="--max-mutating-requests-inflight. APF's server concurrency is the sum of the two.")
+    max_requests_inflight: int = Field(
+        400, ge=0,
+        description=(
+            "--max-requests-inflight: the limit on read-only requests in flight. APF's server concurrency"
+            " is the sum of this and max_mutating_requests_inflight."
+        ),
+    )
+    max_mutating_requests_inflight: int = Field(
+        200, ge=0,
+        description=(
+            "--max-mutating-requests-inflight: the limit on mutating requests in flight. APF's server "
+            "concurrency is the sum of the two."
+        ),
+    )
     memory_limit_bytes: OptionalBytes = Field(
         None, description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
     )
-    gogc: int | None | Literal["off"] = Field(100, description="GOGC percent, or off.")
-    gomemlimit_bytes: OptionalBytes = Field(None, description="GOMEMLIMIT (bytes or a quantity); null = none.")
-    gomaxprocs: int | None = Field(None, ge=1, description="GOMAXPROCS; null = ceil(cores).")
+    gogc: int | None | Literal["off"] = Field(
+        100,
+        description=(
+            "GOGC: a GC cycle starts when the heap has grown this many percent over the live heap the "
+            "last cycle left; off = no such goal, "
+            "only GOMEMLIMIT triggers GC."
+        ),
+    )
+    gomemlimit_bytes: OptionalBytes = Field(
+        None,
+        description=(
+            "GOMEMLIMIT: the Go runtime's soft memory limit, near which it collects more often (bytes or "
+            "a quantity); null = none."
+        ),
+    )
+    gomaxprocs: int | None = Field(
+        None, ge=1,
+        description="GOMAXPROCS: how many threads run Go code at once; null = ceil(cores).",
+    )
     restart_s: float | None = Field(
         None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
     )
@@ -97,11 +125,16 @@ class Apiserver(_Model):
             raise ValueError("must be positive or null")
         return v
 
-    @field_validator("gogc")
+    @field_validator("gogc", mode="before")
     @classmethod
     def _gogc(cls, v: Any) -> Any:
-        if isinstance(v, int) and v < 0:
-            raise ValueError("GOGC must be >= 0 or off")
+        # YAML 1.1 reads a bare `off` as false; left alone, pydantic would make that GOGC=0
+        # (collect all the time), the opposite of what was meant. `true` means nothing.
+        if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
+            return "off"
+        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not v.strip().isdigit()):
+            shown = str(v).lower() if isinstance(v, bool) else repr(v)
+            raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
         return v
 
     @model_validator(mode="after")
@@ -122,12 +155,27 @@ class Apiserver(_Model):
 class PriorityLevelOverride(_Model):
     """Changes to one priority level of the APF configuration (null keeps its value)."""
 
-    nominal_concurrency_shares: int | None = Field(None, ge=0, description="nominalConcurrencyShares.")
-    lendable_percent: int | None = Field(None, ge=0, le=100, description="lendablePercent.")
-    borrowing_limit_percent: int | None = Field(None, ge=0, description="borrowingLimitPercent.")
-    queues: int | None = Field(None, ge=1, description="limitResponse.queuing.queues.")
-    hand_size: int | None = Field(None, ge=1, description="limitResponse.queuing.handSize.")
-    queue_length_limit: int | None = Field(None, ge=1, description="limitResponse.queuing.queueLengthLimit.")
+    nominal_concurrency_shares: int | None = Field(
+        None, ge=0,
+        description="nominalConcurrencyShares: the level's share of the server concurrency (against all levels' sum).",
+    )
+    lendable_percent: int | None = Field(
+        None, ge=0, le=100,
+        description="lendablePercent: the part of the level's nominal concurrency other levels may borrow.",
+    )
+    borrowing_limit_percent: int | None = Field(
+        None, ge=0,
+        description="borrowingLimitPercent: the most the level may borrow, in percent of its nominal concurrency.",
+    )
+    queues: int | None = Field(None, ge=1, description="limitResponse.queuing.queues: how many queues the level has.")
+    hand_size: int | None = Field(
+        None, ge=1,
+        description="limitResponse.queuing.handSize: how many queues a flow is shuffle-sharded over.",
+    )
+    queue_length_limit: int | None = Field(
+        None, ge=1,
+        description="limitResponse.queuing.queueLengthLimit: requests one queue may hold; more are rejected.",
+    )
 
 
 class Estimator(_Model):
@@ -155,7 +203,7 @@ class APF(_Model):
     priority_levels: dict[str, PriorityLevelOverride] = Field(
         default_factory=dict, description="Changes to named priority levels of that configuration."
     )
-    estimator: Estimator = Field(Estimator(), description="The work estimator.")
+    estimator: Estimator = Field(Estimator(), description="It decides how many seats each request occupies.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,8 +234,8 @@ class Resource(_Model):
     group: str = Field("", description="API group ('' = core).")
     version: str = Field("v1", description="API version (for discovery).")
     namespaced: bool = Field(True, description="Namespaced or cluster-scoped.")
-    count: int = Field(..., ge=0, description="Objects at the start.")
-    object_size: SizeDistribution = Field(..., description="Object sizes.")
+    count: int = Field(..., ge=0, description="Objects at the start of the run (mutators add and delete some).")
+    object_size: SizeDistribution = Field(..., description="A size is drawn for each object, at the start and on every create.")
     namespaces: int = Field(1, ge=1, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
     watch_cache: bool = Field(True, description="Whether the apiserver keeps a watch cache of it.")
     converts: bool = Field(
@@ -219,26 +267,49 @@ class Identity(_Model):
         None, description="'namespace/name': user system:serviceaccount:namespace:name with the service-account groups."
     )
 
+    @field_validator("service_account")
+    @classmethod
+    def _namespace_name(cls, v: str | None) -> str | None:
+        # A field validator, so the error names identity.service_account itself.
+        if v is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", v):
+            raise ValueError(f"must be 'namespace/name', got {v!r}")
+        return v
+
     @model_validator(mode="after")
     def _one(self) -> "Identity":
-        if (self.user is None) == (self.service_account is None):
-            raise ValueError("give exactly one of user and service_account")
-        if self.service_account is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", self.service_account):
-            raise ValueError("service_account must be 'namespace/name'")
+        if self.user is not None and self.service_account is not None:
+            raise ValueError("give user or service_account, not both")
+        if self.user is None and self.service_account is None:
+            raise ValueError("give user or service_account")
         return self
 
 
 class ListOptionsSpec(_Model):
     resource_version: str | None = Field(None, description="resourceVersion: null (unset: a consistent read), '0' (any), or a number.")
-    resource_version_match: Literal["", "NotOlderThan", "Exact"] = Field("", description="resourceVersionMatch.")
+    resource_version_match: Literal["", "NotOlderThan", "Exact"] = Field(
+        "",
+        description="resourceVersionMatch: '' (unset), NotOlderThan or Exact.",
+    )
     limit: int = Field(0, ge=0, description="limit (page size); 0 = no paging.")
     paginate: bool = Field(True, description="With a limit: follow continue tokens until the list is complete.")
-    label_selector: str = Field("", description="labelSelector.")
-    field_selector: str = Field("", description="fieldSelector.")
+    label_selector: str = Field(
+        "",
+        description="labelSelector, e.g. 'app=web'. Only whether one is set matters: selectivity says how much matches.",
+    )
+    field_selector: str = Field(
+        "",
+        description=(
+            "fieldSelector, e.g. 'spec.nodeName=node-3'. Only whether one is set matters: selectivity says "
+            "how much matches."
+        ),
+    )
     selectivity: float = Field(
         1.0, gt=0, le=1, description="With selectors: the fraction of objects that match (the server reads all, returns this many)."
     )
-    send_initial_events: bool | None = Field(None, description="sendInitialEvents (watch only).")
+    send_initial_events: bool | None = Field(
+        None,
+        description="sendInitialEvents (watch only): true = the watch first sends the current objects; null = unset.",
+    )
 
 
 Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -271,31 +342,40 @@ class RetryPolicy(_Model):
 class RateLimit(_Model):
     """A client-side token bucket (client-go's flowcontrol rate limiter)."""
 
-    qps: float = Field(..., gt=0, description="Tokens per second.")
-    burst: int = Field(..., ge=1, description="Bucket size.")
+    qps: float = Field(..., gt=0, description="Tokens added per second: the sustained request rate.")
+    burst: int = Field(..., ge=1, description="Bucket size: how many requests may go at once after a quiet period.")
 
 
 class StartSpec(_Model):
-    at_s: float = Field(0.0, ge=0, description="When the first client starts.")
-    spread_s: float = Field(0.0, ge=0, description="Clients start uniformly spread over this many seconds.")
+    at_s: float = Field(
+        0.0, ge=0,
+        description="When the instances start, in seconds from the start of the run (with spread_s: the earliest).",
+    )
+    spread_s: float = Field(
+        0.0, ge=0,
+        description=(
+            "Each instance starts at a uniformly random time this many seconds long after at_s; 0 = all "
+            "at at_s."
+        ),
+    )
 
 
 class _Client(_Model):
     name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
-    identity: Identity = Field(..., description="Who the client is.")
+    identity: Identity = Field(..., description="Give exactly one of user and service_account.")
     count: int = Field(1, ge=0, description="Instances (independent clients with this spec; `{i}` in identity names is the index).")
     start: StartSpec = Field(StartSpec(), description="When the instances start.")
-    retry: RetryPolicy = Field(RetryPolicy(), description="429 handling.")
-    rate_limit: RateLimit | None = Field(None, description="Client-side token bucket; null = none.")
+    retry: RetryPolicy = Field(RetryPolicy(), description="Applies to every request the client sends.")
+    rate_limit: RateLimit | None = Field(None, description="null = none: requests go out as soon as they are made.")
 
 
 class OpenLoopClient(_Client):
     """Requests at a rate that does not depend on responses."""
 
-    kind: Literal["open_loop"]
+    kind: Literal["open_loop"] = Field(description="open_loop: this kind of client.")
     rate_per_s: float = Field(..., gt=0, description="Requests per second per instance.")
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
-    request: RequestTemplate = Field(..., description="The request sent.")
+    request: RequestTemplate = Field(..., description="Sent at every arrival.")
 
 
 class ThinkTime(_Model):
@@ -306,12 +386,12 @@ class ThinkTime(_Model):
 class ClosedLoopClient(_Client):
     """Virtual users: send, wait for the response, think, repeat."""
 
-    kind: Literal["closed_loop"]
+    kind: Literal["closed_loop"] = Field(description="closed_loop: this kind of client.")
     think_time: ThinkTime = Field(ThinkTime(mean_s=1.0), description="Pause after each response.")
     iterations: int | None = Field(
         None, ge=1, description="Total requests shared by all instances (as k6's shared-iterations); null = until the run ends."
     )
-    request: RequestTemplate = Field(..., description="The request sent.")
+    request: RequestTemplate = Field(..., description="Sent at every iteration, after the think time.")
 
 
 class ListSpec(_Model):
@@ -330,7 +410,7 @@ class ListSpec(_Model):
 class Backoff(_Model):
     """client-go reflector backoff (wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0))."""
 
-    initial_s: float = Field(0.8, gt=0, description="First wait.")
+    initial_s: float = Field(0.8, gt=0, description="First wait after a failure.")
     max_s: float = Field(30.0, gt=0, description="Longest wait before jitter.")
     factor: float = Field(2.0, ge=1, description="Growth per failure.")
     jitter: float = Field(1.0, ge=0, description="Each wait is d x (1 + jitter x U[0,1)).")
@@ -340,7 +420,7 @@ class Backoff(_Model):
 class InformerClient(_Client):
     """A client-go informer: list, then watch; relist when the watch cannot resume."""
 
-    kind: Literal["informer"]
+    kind: Literal["informer"] = Field(description="informer: this kind of client.")
     resource: str = Field(..., description="The resource watched (name, or name.group).")
     namespace: str | None = Field(None, description="A namespace, or null for all.")
     label_selector: str = Field("", description="labelSelector of list and watch.")
@@ -357,12 +437,13 @@ class InformerClient(_Client):
 class MutatorClient(_Client):
     """Writes that change the inventory and are sent to watchers."""
 
-    kind: Literal["mutator"]
+    kind: Literal["mutator"] = Field(description="mutator: this kind of client.")
     resource: str = Field(..., description="The resource written.")
     namespace: str | None = Field("random", description="A namespace, 'random', or null (cluster-scoped).")
     rate_per_s: float = Field(..., gt=0, description="Writes per second per instance (Poisson).")
     mix: dict[Literal["create", "update", "patch", "delete"], float] = Field(
-        default_factory=lambda: {"update": 1.0}, description="Relative weights of the verbs."
+        default_factory=lambda: {"update": 1.0},
+        description="Relative weights of the verbs, e.g. {create: 1, update: 4, delete: 1}.",
     )
     encoding: Encoding = Field("json", description="Request/response encoding.")
 
@@ -378,7 +459,7 @@ class DiscoveryClient(_Client):
     """kubectl with a cold discovery cache: /api, /apis, then every group-version, in parallel
     through its token bucket; repeated every `interval_s`."""
 
-    kind: Literal["discovery"]
+    kind: Literal["discovery"] = Field(description="discovery: this kind of client.")
     interval_s: float = Field(60.0, gt=0, description="Mean time between discovery runs per instance (Poisson).")
     extra_group_versions: int = Field(
         0, ge=0, description="Group-versions served besides those of `resources` (CRDs, aggregated APIs)."
@@ -387,9 +468,16 @@ class DiscoveryClient(_Client):
         False, description="Aggregated discovery (1.30+): 2 requests with every group-version in them, instead of 2 + one per group-version."
     )
     discovery_rate_limit: RateLimit = Field(
-        RateLimit(qps=50, burst=300), description="kubectl's discovery client token bucket (QPS 50, burst 300)."
+        RateLimit(qps=50, burst=300),
+        description=(
+            "kubectl's discovery client has its own: QPS 50, burst 300 (client-go's default is QPS 5, "
+            "burst 10). For discovery clients it is used instead of rate_limit."
+        ),
     )
-    bytes_per_group_version: Bytes = Field(6000.0, description="Size of one group-version's discovery document.")
+    bytes_per_group_version: Bytes = Field(
+        6000.0,
+        description="Size of one group-version's discovery document (bytes or a quantity).",
+    )
 
 
 Client = Annotated[
@@ -403,14 +491,14 @@ Client = Annotated[
 
 
 class _Event(_Model):
-    at_s: float = Field(..., ge=0, description="When (seconds from the start).")
+    at_s: float = Field(..., ge=0, description="When it happens, in seconds from the start of the run.")
 
 
 class OutageEvent(_Event):
     """The network between clients and the apiserver fails: requests and watches break."""
 
-    kind: Literal["outage"]
-    duration_s: float = Field(..., gt=0, description="How long.")
+    kind: Literal["outage"] = Field(description="outage: this kind of event.")
+    duration_s: float = Field(..., gt=0, description="How long the network stays down.")
     relist: Literal["auto", "always", "never"] = Field(
         "auto",
         description=(
@@ -423,13 +511,13 @@ class OutageEvent(_Event):
 class RestartEvent(_Event):
     """The apiserver process is killed; it comes back after apiserver.restart_s, its caches empty."""
 
-    kind: Literal["restart"]
+    kind: Literal["restart"] = Field(description="restart: this kind of event.")
 
 
 class RampEvent(_Event):
     """Change a client's instance count linearly over a time."""
 
-    kind: Literal["ramp"]
+    kind: Literal["ramp"] = Field(description="ramp: this kind of event.")
     client: str = Field(..., description="The client's name.")
     to_count: int = Field(..., ge=0, description="Instances at the end.")
     over_s: float = Field(0.0, ge=0, description="Duration of the ramp (0 = at once).")
@@ -438,14 +526,14 @@ class RampEvent(_Event):
 class PolicyEvent(_Event):
     """Switch the work estimator's LIST policy."""
 
-    kind: Literal["policy"]
+    kind: Literal["policy"] = Field(description="policy: this kind of event.")
     estimator: Estimator = Field(..., description="The new estimator.")
 
 
 class APFConfigEvent(_Event):
     """Replace the APF configuration (levels of the old one drain)."""
 
-    kind: Literal["apf_config"]
+    kind: Literal["apf_config"] = Field(description="apf_config: this kind of event.")
     config: str = Field("bootstrap", description="As apf.config.")
     priority_levels: dict[str, PriorityLevelOverride] = Field(default_factory=dict, description="As apf.priority_levels.")
 
@@ -453,7 +541,7 @@ class APFConfigEvent(_Event):
 class ClientGatesEvent(_Event):
     """Change client-side behaviour, as a rolling upgrade of the clients would."""
 
-    kind: Literal["client_gates"]
+    kind: Literal["client_gates"] = Field(description="client_gates: this kind of event.")
     WatchListClient: bool = Field(..., description="New value of the client-go WatchListClient gate.")
 
 
@@ -467,9 +555,12 @@ Event = Annotated[
 
 
 class RunSpec(_Model):
-    duration_s: float = Field(300.0, gt=0, description="Simulated time.")
+    duration_s: float = Field(300.0, gt=0, description="How much simulated time the run covers.")
     seed: int = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
-    scrape_interval_s: float = Field(1.0, gt=0, description="Step of the time series.")
+    scrape_interval_s: float = Field(
+        1.0, gt=0,
+        description="Step of the time series: every series is sampled this often, like a Prometheus scrape.",
+    )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
 
 
@@ -486,17 +577,17 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> "Scenario":
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for i, r in enumerate(self.resources):
             if r.key in seen:
-                raise ValueError(f"resources[{i}]: duplicate resource {r.key!r}")
-            seen.add(r.key)
-        names: set[str] = set()
+                raise ValueError(f"resources[{i}].name: duplicate resource {r.key!r} (also resources[{seen[r.key]}])")
+            seen[r.key] = i
+        names: dict[str, int] = {}
         for i, c in enumerate(self.clients):
             where = f"clients[{i}]"
             if c.name in names:
-                raise ValueError(f"{where}.name: duplicate client name {c.name!r}")
-            names.add(c.name)
+                raise ValueError(f"{where}.name: duplicate client name {c.name!r} (also clients[{names[c.name]}])")
+            names[c.name] = i
             resource = getattr(c, "resource", None) or getattr(getattr(c, "request", None), "resource", None)
             field = "resource" if hasattr(c, "resource") else "request.resource"
             if resource is not None:
@@ -506,7 +597,7 @@ class Scenario(_Model):
                     raise ValueError(f"{where}.{field}: {exc.args[0]}") from None
         for i, e in enumerate(self.events):
             if e.at_s > self.run.duration_s:
-                raise ValueError(f"events[{i}].at_s: {e.at_s} is after the end of the run ({self.run.duration_s} s)")
+                raise ValueError(f"events[{i}].at_s: {e.at_s:g} s is after the run ends (run.duration_s: {self.run.duration_s:g})")
             if isinstance(e, RampEvent) and e.client not in names:
                 raise ValueError(f"events[{i}].client: no client named {e.client!r}")
         return self
@@ -521,4 +612,5 @@ class Scenario(_Model):
             return matches[0]
         if matches:
             raise KeyError(f"resource {ref!r} is ambiguous: say {' or '.join(repr(r.key) for r in matches)}")
-        raise KeyError(f"no resource {ref!r} in resources")
+        known = ", ".join(r.key for r in self.resources) or "none"
+        raise KeyError(f"no resource {ref!r} in resources (there are: {known})")

@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING
 
 from simapf.apf.types import NS_PER_S
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
+from simapf.workload.cluster import GONE
 
 if TYPE_CHECKING:
     from simapf.workload.cluster import Cluster
     from simapf.workload.clients import ClientGroup
 
 LABELS = ("priority_level", "reason", "verb", "code", "resource", "client")
+# `client` is the scenario client that sent the request, `attempt` its number (0 = the first,
+# k = the k-th retry after a 429), so retries can be told from new requests.
 RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
-                 "flow_schema", "seats", "outcome", "reason")  # fmt: skip
-CODES = {OK: "200", REJECTED: "429", FAILED: "500"}
+                 "flow_schema", "seats", "outcome", "reason", "client", "attempt")  # fmt: skip
+CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
 
 
 class Recorder:
@@ -58,10 +61,11 @@ class Recorder:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
         if self.keep_records:
             a = rec.attrs
+            client, attempt = rec.tag if isinstance(rec.tag, tuple) else ("", 0)
             self.records.append((
                 rec.received_ns / NS_PER_S, rec.done_ns / NS_PER_S, a.user, verb,
                 a.resource or a.path, a.namespace, rec.priority_level, rec.flow_schema, rec.seats,
-                outcome, rec.reason,
+                outcome, rec.reason, client, attempt,
             ))  # fmt: skip
 
     # ------------------------------------------------------------------ scraping

@@ -399,7 +399,7 @@ class ListSpec(_Model):
         "auto",
         description=(
             "How the informer lists. auto = client-go: WatchList when both gates are on; otherwise the first list "
-            "with resourceVersion=0 (whole list from the cache) and relists after a 410 as consistent paged LISTs. "
+            "with resourceVersion=0 (whole list from the cache), and relists after a 410 at the last resourceVersion without a limit (whole, from the cache). "
             "rv0: always resourceVersion=0. paged/consistent: always resourceVersion unset, paged by page_size / unpaged. "
             "watchlist: always WatchList."
         ),
@@ -430,7 +430,7 @@ class InformerClient(_Client):
     list: ListSpec = Field(ListSpec(), description="How it lists.")
     backoff: Backoff = Field(Backoff(), description="Backoff between failed list/watch attempts.")
     watch_timeout_s: float = Field(
-        450.0, gt=0, description="Watches end after a random time in [timeout, 2 x timeout) and are re-established without a relist (client-go: 5-10 min)."
+        300.0, gt=0, description="Watches end after a random time in [timeout, 2 x timeout) and are re-established without a relist (client-go's minWatchTimeout: 5 min, so 5-10 min)."
     )
 
 

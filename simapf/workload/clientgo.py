@@ -117,10 +117,11 @@ class _Call:
 class Requester:
     """A client-go REST client of one client instance."""
 
-    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active")
+    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client")
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
-                 stats: ClientStats) -> None:  # fmt: skip
+                 stats: ClientStats, client: str = "") -> None:  # fmt: skip
+        self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
         self.timers = timers
         self.retry = retry
@@ -147,7 +148,9 @@ class Requester:
         if not self.active:
             return
         self.stats.attempts += 1
-        self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec), **call.kw)
+        # The tag says whose attempt this is and which one (0 = first, k = k-th retry after a 429).
+        self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec),
+                          tag=(self.client, call.retries), **call.kw)  # fmt: skip
 
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:

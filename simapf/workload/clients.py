@@ -24,9 +24,9 @@ from simapf.scenario.schema import (
     RequestTemplate,
 )
 from simapf.server.paths import Encoding
-from simapf.server.runtime import OK, ServerRequest
-from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers
-from simapf.workload.cluster import GONE, Cluster
+from simapf.server.runtime import FAILED, OK, ServerRequest
+from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, TokenBucket
+from simapf.workload.cluster import Cluster
 
 AUTHENTICATED = "system:authenticated"
 
@@ -82,7 +82,7 @@ class Instance:
         # kubectl's discovery client has a token bucket of its own.
         rate_limit = getattr(group.spec, "discovery_rate_limit", None) or group.spec.rate_limit
         self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
-                                   group.stats)  # fmt: skip
+                                   group.stats, group.spec.name)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
 
@@ -269,8 +269,8 @@ class MutatorInstance(Instance):
         self.ctx.timers.after(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
 
     def _written(self, rec: ServerRequest, verb: str, ns: str, size: float) -> None:
-        if rec.outcome != OK:
-            return
+        if rec.outcome != OK and not (rec.outcome == FAILED and rec.reason == "network"):
+            return  # a response lost on the way back (reason "network") was still committed
         objs = self.objects
         if verb == "create":
             objs.add(ns, size)
@@ -296,7 +296,7 @@ class DiscoveryInstance(Instance):
         if spec.aggregated:
             return [("/api", per_gv), ("/apis", per_gv * n_gv)]
         paths = [("/api", 500.0), ("/apis", 200.0 * n_gv)]
-        paths += [(f"/apis/{g or 'core'}/{v}", per_gv) for g, v, _n in gvs]
+        paths += [(f"/apis/{g}/{v}" if g else f"/api/{v}", per_gv) for g, v, _n in gvs]
         paths += [(f"/apis/extra-{k}.example.com/v1", per_gv) for k in range(spec.extra_group_versions)]
         return paths
 
@@ -304,6 +304,8 @@ class DiscoveryInstance(Instance):
         if not self.active:
             return
         self.run_started = self.ctx.timers.now()
+        # Every run is a new kubectl process: its token bucket starts full.
+        self.requester.bucket = TokenBucket(self.group.spec.discovery_rate_limit)
         paths = self._paths()
         first, rest = paths[:2], paths[2:]
         self._fetch(first, lambda: self._fetch(rest, self._finished))
@@ -343,6 +345,7 @@ class InformerInstance(Instance):
     def start(self) -> None:
         spec: InformerClient = self.group.spec
         self.spec = spec
+        self.namespace = spec.namespace.format(i=self.index) if spec.namespace else spec.namespace
         self.backoff = Backoff(spec.backoff, stream(self.ctx.seed, spec.name, self.index, "backoff"))
         self.timeouts = stream(self.ctx.seed, spec.name, self.index, "watch-timeout")
         fs = spec.field_selector.format(i=self.index)
@@ -373,7 +376,10 @@ class InformerInstance(Instance):
         if mode == "auto":
             if self.ctx.watch_list_client and self.ctx.server_watch_list:
                 return "watchlist"
-            return "rv0" if not self.has_listed else "paged"
+            # client-go's relistResourceVersion: "0" before the first successful list, then the
+            # last resourceVersion it saw, with paging switched off ("to force listing from
+            # watch cache"); a watch's 410 does not make it forget that resourceVersion.
+            return "rv0" if not self.has_listed else "last_rv"
         return mode
 
     def _list_and_watch(self, _=None) -> None:
@@ -388,17 +394,19 @@ class InformerInstance(Instance):
         spec = self.spec
         if mode == "watchlist":
             opts = self._opts(resource_version="", resource_version_match="NotOlderThan", send_initial_events=True)
-            attrs = self.attrs("watch", spec.resource, spec.namespace, opts)
+            attrs = self.attrs("watch", spec.resource, self.namespace, opts)
             self.requester.do(attrs, spec.encoding, lambda rec: self._watch_list_done(rec, attrs),
                               selectivity=spec.selectivity)  # fmt: skip
             return
         if mode == "rv0":
             opts = self._opts(resource_version="0", limit=spec.list.page_size)
+        elif mode == "last_rv":
+            opts = self._opts(resource_version="rv")  # not older than the informer's; no limit
         elif mode == "consistent":
             opts = self._opts()
         else:  # paged
             opts = self._opts(limit=spec.list.page_size)
-        attrs = self.attrs("list", spec.resource, spec.namespace, opts)
+        attrs = self.attrs("list", spec.resource, self.namespace, opts)
         self._list_page(attrs, 0)
 
     def _list_page(self, attrs: RequestAttributes, page: int) -> None:
@@ -453,20 +461,18 @@ class InformerInstance(Instance):
             return
         spec = self.spec
         cluster = self.ctx.cluster
-        attrs = self.attrs("watch", spec.resource, spec.namespace,
+        attrs = self.attrs("watch", spec.resource, self.namespace,
                            self._opts(resource_version="rv", send_initial_events=None))  # fmt: skip
         if cluster.network_up and cluster.server.model.up and not cluster.watch_resumable(self.rv_ns, self.rv_incarnation):
             # The server answers 410 Gone: the resourceVersion is too old.
             self.group.stats.gone += 1
-            self.requester.do(attrs, spec.encoding, lambda rec: self._gone(rec), selectivity=spec.selectivity)
+            self.requester.do(attrs, spec.encoding, self._gone, selectivity=spec.selectivity, gone=True)
             return
         self.requester.do(attrs, spec.encoding, lambda rec: self._watch_answer(rec, attrs), selectivity=spec.selectivity)
 
     def _gone(self, rec: ServerRequest) -> None:
         if not self.active:
             return
-        if rec.outcome == OK:
-            rec.outcome = GONE
         self._relist_later()
 
     def _watch_answer(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
@@ -500,8 +506,12 @@ class InformerInstance(Instance):
         self.group.stats.watch_breaks += 1
         self.watch = None
         self.watching = False
-        self._mark_current()
-        self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
+        # The resourceVersion was current until now, but it still belongs to the process that
+        # served it: after a restart the new watch cache answers 410 (keep rv_incarnation).
+        self.rv_ns = self.ctx.timers.now()
+        # client-go's watch loop re-watches at once when a stream closes; only a refused
+        # attempt (handled in _watch_answer) backs off.
+        self._start_watch()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.server.costs import encode_cost
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
-from simapf.server.runtime import FAILED, REJECTED, UNAVAILABLE, ServerRequest, SimulatedAPIServer
+from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimulatedAPIServer
 from simapf.workload.inventory import STATS_REFRESH_NS, Inventory, ResourceObjects
 
 GONE = "gone"  # 410: the watch's resourceVersion is older than the watch cache's history
@@ -51,7 +51,9 @@ class Cluster:
         self.network_epoch = 0  # bumped when the network fails: responses in flight are lost
         # Outages that force (or forbid) a relist: (start ns, end ns, "always"|"never").
         self.forced_relists: list[tuple[int, int, str]] = []
-        self._watches: dict[str, set[OpenWatch]] = {}
+        # Open watches per resource. Dicts (insertion-ordered), not sets: sets of objects iterate
+        # in address order, which would make event fan-out sums and break order vary per process.
+        self._watches: dict[str, dict[OpenWatch, None]] = {}
         self.watch_events_total = 0.0
         self._last_stats_ns = 0
         self.observer: Done | None = None  # sees every request the apiserver answered
@@ -71,11 +73,13 @@ class Cluster:
         page: int = -1,
         object_bytes: float = 0.0,
         tag: object = None,
+        gone: bool = False,
     ) -> None:
         """Send a request now; `on_done(request)` gets it back with `outcome` set.
 
         `page` >= 0 is the page index of a paged LIST (its continue token stands for it);
-        `object_bytes` is the size of a written object.
+        `object_bytes` is the size of a written object; `gone`: a WATCH from a resourceVersion
+        the watch cache no longer has, which the server answers with 410 once APF admits it.
         """
         if not self.network_up:
             self._refuse(attrs, on_done, tag)
@@ -83,9 +87,14 @@ class Cluster:
         if self.env._now - self._last_stats_ns >= STATS_REFRESH_NS:
             self._last_stats_ns = self.env._now
             self.inventory.refresh_stats()
-        cost = self._cost(attrs, encoding, selectivity, page, object_bytes)
         epoch = self.network_epoch
-        done = lambda rec: self._deliver(rec, epoch, on_done)  # noqa: E731
+        done = lambda rec: self._deliver(rec, epoch, on_done, gone)  # noqa: E731
+        if not self.server.model.up:
+            # No process listens: connection refused. Checked before the cost, because a dead
+            # process's watch caches are empty too and must not turn this into a 429.
+            self.server._end(ServerRequest(attrs, None, 0, done, self.env._now, tag), UNAVAILABLE, "down")
+            return
+        cost = self._cost(attrs, encoding, selectivity, page, object_bytes)
         if cost is None:
             # The watch cache is refilling and cannot send this to etcd: 429 before APF.
             rec = ServerRequest(attrs, None, 0, done, self.env._now, tag)
@@ -94,7 +103,10 @@ class Cluster:
             return
         self.server.submit(attrs, cost, done, tag=tag)
 
-    def _deliver(self, rec: ServerRequest, epoch: int, on_done: Done) -> None:
+    def _deliver(self, rec: ServerRequest, epoch: int, on_done: Done, gone: bool = False) -> None:
+        if gone and rec.outcome == OK:
+            rec.outcome = GONE
+            rec.reason = "too-old-resource-version"
         if self.observer is not None:
             self.observer(rec)
         # A response the network lost on the way back is an error to the client.
@@ -184,7 +196,7 @@ class Cluster:
     def open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None]) -> OpenWatch:
         w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken)
         w.token = self.server.watch_tracker.register(attrs)
-        self._watches.setdefault(w.resource, set()).add(w)
+        self._watches.setdefault(w.resource, {})[w] = None
         return w
 
     def close_watch(self, w: OpenWatch) -> None:
@@ -193,7 +205,7 @@ class Cluster:
         w.open = False
         watches = self._watches.get(w.resource)
         if watches is not None:
-            watches.discard(w)
+            watches.pop(w, None)
         try:
             self.server.watch_tracker.unregister(w.token)
         except KeyError:

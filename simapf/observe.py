@@ -47,6 +47,8 @@ class Recorder:
         self._rejected_seen = 0
         self.peak_rss = 0.0
         self.peak_heap = 0.0
+        # An OOM kill happens between scrapes; the RSS then was at least the limit.
+        cluster.server.model.process.on_oom.append(self._killed)
 
     # ------------------------------------------------------------------ per request
 
@@ -133,10 +135,16 @@ class Recorder:
         self._rejected_seen = rejected
         self.health.append((t, healthy))
 
+    def _killed(self, _now_ns: int) -> None:
+        model = self.cluster.server.model
+        limit = model.params.process.memory_limit_bytes
+        if model.process.last_down_reason == "oom" and limit:
+            self.peak_rss = max(self.peak_rss, limit)
+
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,
         every informer watching, no rejection in the interval); None if never."""
         for t, healthy in self.health:
-            if t >= from_s and healthy:
+            if t > from_s and healthy:
                 return t - from_s
         return None

@@ -192,8 +192,8 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
         if g.spec.kind == "discovery" and s.run_durations_ns:
             d = np.asarray(s.run_durations_ns) / NS_PER_S
             row.update(runs=s.runs, run_p50_s=float(np.percentile(d, 50)), run_max_s=float(d.max()))
-        if s.throttle_wait_ns:
-            row["client_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S
+        if s.throttle_wait_ns and s.attempts:
+            row["mean_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S / s.attempts
         clients.append(row)
 
     completed = dict(server.completed)

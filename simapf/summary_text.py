@@ -59,8 +59,8 @@ def format_summary(s: dict[str, Any]) -> str:
                 extra.append(f"{row['lists']} lists ({row['relists']} relists), {row['watch_breaks']} broken watches")
             if "runs" in row:
                 extra.append(f"{row['runs']} discovery runs, p50 {_s(row['run_p50_s'])}, max {_s(row['run_max_s'])}")
-            if row.get("client_throttle_wait_s"):
-                extra.append(f"waited {row['client_throttle_wait_s']:.1f} s on its token bucket")
+            if row.get("mean_throttle_wait_s"):
+                extra.append(f"requests waited {_s(row['mean_throttle_wait_s'])} on average for the client-side token bucket")
             outcomes = ", ".join(f"{k} {v:,}" for k, v in row["outcomes"].items())
             add(f"  {row['client']:<26} x{row['instances']:<5} {outcomes}; {row['retries_after_429']:,} retries after 429"
                 + ("; " + "; ".join(extra) if extra else ""))  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from simapf.server.params import Bytes, OptionalBytes
 
@@ -55,8 +55,18 @@ class FeatureGates(_Model):
     )
 
 
+def _number_as_text(value: Any) -> Any:
+    # YAML and --set read 0 or 1.38 as numbers; these fields are strings in Kubernetes.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+NumberAsText = BeforeValidator(_number_as_text)
+
+
 class Kubernetes(_Model):
-    version: str = Field("1.37", description="The Kubernetes version the defaults describe (informational).")
+    version: Annotated[str, NumberAsText] = Field("1.37", description="The Kubernetes version the defaults describe (informational).")
     feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")
 
 
@@ -285,7 +295,7 @@ class Identity(_Model):
 
 
 class ListOptionsSpec(_Model):
-    resource_version: str | None = Field(None, description="resourceVersion: null (unset: a consistent read), '0' (any), or a number.")
+    resource_version: Annotated[str | None, NumberAsText] = Field(None, description="resourceVersion: null (unset: a consistent read), '0' (any), or a number.")
     resource_version_match: Literal["", "NotOlderThan", "Exact"] = Field(
         "",
         description="resourceVersionMatch: '' (unset), NotOlderThan or Exact.",

@@ -7,7 +7,7 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load_scenario", "run"]
+__all__ = ["__version__", "compare", "load_scenario", "load_sweep", "run", "sweep"]
 
 
 def __getattr__(name: str):
@@ -17,7 +17,20 @@ def __getattr__(name: str):
 
         return load_scenario
     if name == "run":
-        from simapf.run import run
+        from simapf.runner import run
 
         return run
+    if name == "compare":
+        from simapf.comparison import compare
+
+        return compare
+    if name == "sweep":
+        from simapf.sweeps import sweep
+
+        return sweep
+    if name == "load_sweep":
+        from simapf.sweeps import load_sweep
+
+        return load_sweep
     raise AttributeError(f"module 'simapf' has no attribute {name!r}")
+

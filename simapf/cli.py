@@ -104,7 +104,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     """
     import json
 
-    from simapf.run import run
+    from simapf.runner import run
     from simapf.scenario import default_scenario_path, load_scenario
     from simapf.summary_text import format_summary
 
@@ -114,7 +114,10 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
             loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
         result = run(loaded, progress=progress)
         if out_dir:
-            result.write(out_dir)
+            try:
+                result.write(out_dir)
+            except OSError as err:  # permissions, a full disk: the user's to fix, not a bug
+                raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
     if as_json:
@@ -124,7 +127,114 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     else:
         click.echo(format_summary(result.summary), nl=False)
         if out_dir:
-            click.echo(f"  wrote {out_dir}/: series.parquet, series.csv, summary.json, overview.png, overview.svg")
+            click.echo(f"  wrote {out_dir}/: summary.json, series.parquet, series.csv, latency.csv, "
+                       "priority_levels.csv, overview.png, overview.svg")  # fmt: skip
+
+
+@main.command("compare")
+@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.option("--policy", "policies", multiple=True, required=True, metavar="NAME[:k=v,...]",
+              help="A LIST policy (apf.estimator.list_policy) with its list_params, e.g. upstream, "
+                   "etcd-uncapped:max_list_seats=200, mypkg.mod:Class:factor=0.5. Repeat for each; the "
+                   "first is the baseline of the differences.")
+@click.option("--replications", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Runs per policy; replication r uses the same seed for every policy.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario field by dotted key, as for `simapf run` (repeatable).")
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Confidence level of the intervals on the differences.")
+@click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (default: all cores).")
+@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
+              help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask]).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Directory to write runs (Parquet, CSV), table.csv, differences.csv, comparison.txt and "
+                   "the figure comparison.png/.svg to.")
+@click.option("--json", "as_json", is_flag=True, help="Print table and differences as JSON instead of text.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="A progress bar on stderr (never when stderr is not a terminal).")
+def compare_command(scenario_path: str | None, policies: tuple[str, ...], replications: int,
+                    overrides: tuple[str, ...], confidence: float, workers: int | None, dask_address: str | None,
+                    out_dir: str | None, as_json: bool, progress: bool) -> None:  # fmt: skip
+    """Run one scenario under several LIST policies, side by side.
+
+    Every policy sees identical arrivals, sizes and jitter (common random numbers). Prints each
+    policy's mean and spread over replications (peak RSS, OOM kills, throughput, rejection rate
+    per level and reason, p50/p99 latency per level and verb, seats per LIST), then each
+    policy's difference from the first with a paired-t confidence interval. With no SCENARIO
+    it uses the built-in default.
+    """
+    import json
+
+    from simapf.comparison import compare
+    from simapf.scenario import default_scenario_path, load_scenario
+
+    try:
+        loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
+        if not scenario_path:
+            loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
+        result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
+                         dask=dask_address, progress=progress and sys.stderr.isatty())  # fmt: skip
+        if out_dir:
+            try:
+                result.write(out_dir)
+            except OSError as err:
+                raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
+    except SimapfError as err:
+        _fail(err)
+    if as_json:
+        doc = {"policies": result.policies, "seeds": result.seeds, "confidence": confidence,
+               "table": result.table.to_dict("records"), "differences": result.differences.to_dict("records")}  # fmt: skip
+        click.echo(json.dumps(doc, indent=2, default=lambda x: None))
+    else:
+        click.echo(result.text(), nl=False)
+        if out_dir:
+            click.echo(f"  wrote {out_dir}/: runs.parquet, runs.csv, table.csv, differences.csv, comparison.txt, "
+                       "comparison.png, comparison.svg")  # fmt: skip
+
+
+@main.command("sweep")
+@click.argument("sweep_path", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Result directory (one Parquet file per run); rerunning with the same one resumes. "
+                   "Default: the sweep file's `out`, else ./sweep-NAME.")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Worker processes (joblib; default all cores), or workers of a local Dask cluster.")
+@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
+              help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask] here "
+                   "and on the workers).")
+@click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
+              help="Override the sweep file's backend.kind.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="A progress bar with ETA on stderr (never when stderr is not a terminal).")
+def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
+                  backend: str | None, progress: bool) -> None:  # fmt: skip
+    """Run a sweep: a base scenario times the cartesian product of factors, replicated.
+
+    Each finished run is written at once as one file of a Parquet dataset in the result
+    directory; run it again after an interruption and it resumes where it stopped. Prints the
+    key metrics per combination; load everything with simapf.load_sweep(DIR).
+    """
+    from pathlib import Path
+
+    from simapf.sweeps import load_sweep_spec, sweep
+    from simapf.sweeps.report import format_sweep
+
+    try:
+        loaded = load_sweep_spec(sweep_path)
+        if out_dir is None:
+            out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"sweep-{loaded.name}"
+        try:
+            df = sweep(loaded, Path(out_dir), workers=workers, backend=backend, dask=dask_address,
+                       progress=progress and sys.stderr.isatty())  # fmt: skip
+        except OSError as err:
+            raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
+    except SimapfError as err:
+        _fail(err)
+    except KeyboardInterrupt:
+        click.echo(f"simapf: interrupted; finished runs are in {out_dir}: run the same command to resume",
+                   err=True)  # fmt: skip
+        sys.exit(130)
+    click.echo(format_sweep(df), nl=False)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from simapf.errors import SimapfError
 from simapf.observe import LABELS, RECORD_FIELDS
 
 if TYPE_CHECKING:
-    from simapf.run import Simulation
+    from simapf.runner import Simulation
 
 
 @dataclass

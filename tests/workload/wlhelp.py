@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from simapf.apf.types import NS_PER_S
 from simapf.result import Result
-from simapf.run import Simulation
+from simapf.runner import Simulation
 from simapf.scenario.load import load_scenario
 
 CONFIGMAPS = {"name": "configmaps", "count": 100, "namespaces": 4, "object_size": {"mean_bytes": 1024}}

@@ -1,0 +1,177 @@
+"""`compare`: one scenario under several LIST policies, on identical random streams, replicated.
+
+    cmp = simapf.compare("scenarios/relist-storm.yaml", ["upstream", "size-based"], replications=5)
+    cmp.table          # per policy and metric: n, mean, sd, min, max
+    cmp.differences    # per policy vs the first: mean paired difference and its 95 % CI
+    cmp.side_by_side() # metric x policy means, as a notebook wants them
+    cmp.figure(); cmp.write("out/")
+
+Replication r of every policy uses the same seed (common random numbers): the clients' random
+streams depend only on the seed and the client, so every policy meets the same arrivals, object
+sizes and jitter, and the differences between policies are the policies'. Replication 0 uses the
+scenario's own seed (so it matches `simapf run`); replication r > 0 a seed derived from it and r.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from simapf.comparison.policies import Policy, parse_policy
+from simapf.comparison.stats import paired_differences, summarise, table_metrics
+from simapf.errors import ConfigError, SimapfError
+from simapf.scenario.load import LoadedScenario, load_scenario
+from simapf.sweeps.backends import choose, run_tasks
+from simapf.sweeps.measure import RunTask, bundle
+from simapf.sweeps.plan import derive_seed, run_id
+from simapf.sweeps.progress import with_progress
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Comparison:
+    policies: list[str]  # labels, baseline first
+    runs: pd.DataFrame  # one row per (policy, replication): policy, replication, seed, metrics
+    table: pd.DataFrame  # metric, policy, n, mean, sd, min, max
+    differences: pd.DataFrame  # metric, policy, baseline, n, mean_diff, ci_low, ci_high, ...
+    confidence: float
+    scenario_name: str
+    source: str
+    seeds: list[int]
+    memory_limit_bytes: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys(self.table["metric"]))
+
+    def side_by_side(self, stat: str = "mean") -> pd.DataFrame:
+        """metric x policy table of one statistic (mean, sd, min, max, n), metrics in table order."""
+        wide = self.table.pivot(index="metric", columns="policy", values=stat)
+        return wide.loc[self.metrics, self.policies]
+
+    def text(self) -> str:
+        from simapf.comparison.text import format_comparison
+
+        return format_comparison(self)
+
+    def figure(self):
+        from simapf.comparison.figure import comparison_figure
+
+        return comparison_figure(self)
+
+    def write(self, out_dir: str | Path, figure: bool = True) -> Path:
+        """runs.parquet/.csv, table.csv, differences.csv, comparison.txt and the figure
+        (comparison.png/.svg) in `out_dir`, written to a temporary directory and moved into place."""
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise SimapfError(f"--out {out}: exists and is not a directory")
+        parent = out.parent if str(out.parent) else Path(".")
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        try:
+            self.runs.to_parquet(tmp / "runs.parquet", index=False)
+            self.runs.to_csv(tmp / "runs.csv", index=False)
+            self.table.to_csv(tmp / "table.csv", index=False)
+            self.differences.to_csv(tmp / "differences.csv", index=False)
+            (tmp / "comparison.txt").write_text(self.text(), encoding="utf-8")
+            if figure:
+                from simapf.figures import save_figure
+
+                save_figure(self.figure(), tmp / "comparison")
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+                os.replace(out, old / out.name)
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out
+
+
+def replication_seeds(seed: int, replications: int) -> list[int]:
+    """Replication 0: the scenario's seed; r > 0: derived from it and r (same for every policy)."""
+    return [seed if r == 0 else derive_seed(seed, {"purpose": "compare"}, r) for r in range(replications)]
+
+
+def compare(
+    scenario: str | Path | dict | LoadedScenario,
+    policies: Sequence["str | Policy | dict | tuple"],
+    replications: int = 3,
+    *,
+    overrides: Iterable[str] | dict = (),
+    confidence: float = 0.95,
+    workers: int | None = None,
+    backend: str | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+) -> Comparison:
+    """Run `scenario` under each LIST policy, `replications` times each with common random
+    numbers, and compare. The first policy is the baseline of the differences.
+
+    `policies`: "NAME[:key=value,...]" strings, {name, params, label} mappings or Policy objects.
+    `workers`/`backend`/`dask` choose where runs execute, as for `sweep` (default: joblib on all
+    local cores)."""
+    parsed = [parse_policy(p) for p in policies]
+    if len(parsed) < 2:
+        raise ConfigError("compare needs at least two policies (--policy A --policy B)")
+    labels = [p.label for p in parsed]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(f"--policy {dupes[0]}: given more than once")
+    if replications < 1:
+        raise ConfigError(f"--replications: must be at least 1, got {replications}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"--confidence: must be between 0 and 1, got {confidence}")
+
+    if isinstance(scenario, LoadedScenario):
+        source = scenario.source
+        loaded = load_scenario(scenario.scenario, overrides, base_dir=scenario.base_dir) if overrides else scenario
+    else:
+        loaded = load_scenario(scenario, overrides)
+        source = loaded.source
+    sc = loaded.scenario
+    switches = [f"{e.at_s:g} s" for e in sc.events if e.kind == "policy"]
+    if switches:
+        log.warning("the scenario switches LIST policy at %s: from then on every compared policy is replaced",
+                    ", ".join(switches))  # fmt: skip
+
+    seeds = replication_seeds(sc.run.seed, replications)
+    tasks: list[RunTask] = []
+    for policy in parsed:
+        try:
+            with_policy = load_scenario(sc, policy.overrides(), base_dir=loaded.base_dir)
+        except ConfigError as exc:
+            raise ConfigError(f"--policy {policy.label}: {str(exc).removeprefix('<scenario>: ')}") from None
+        data, files = bundle(with_policy)
+        for r, seed in enumerate(seeds):
+            key = {"run_id": run_id(seed, {"policy": policy.label}, r), "policy": policy.label,
+                   "replication": r, "seed": seed}  # fmt: skip
+            tasks.append(RunTask(key=key, scenario={**data, "run": {**data["run"], "seed": seed}}, files=files,
+                                 label=f"{policy.label} #{r}"))  # fmt: skip
+
+    chosen = choose(backend, workers, dask)
+    rows = {}
+    for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
+        rows[row["run_id"]] = row
+    ordered = [rows[t.key["run_id"]] for t in tasks]
+    runs = pd.DataFrame(ordered)
+    metrics = table_metrics(runs)
+    return Comparison(
+        policies=labels, runs=runs, table=summarise(runs, labels, metrics),
+        differences=paired_differences(runs, labels, metrics, confidence), confidence=confidence,
+        scenario_name=sc.name, source=source, seeds=seeds,
+        memory_limit_bytes=sc.apiserver.memory_limit_bytes,
+        info={"backend": chosen.describe()},
+    )  # fmt: skip

@@ -1,0 +1,69 @@
+"""A comparison as text at the terminal: policies side by side, then differences with CIs."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from simapf.comparison.stats import fmt, label, unit
+
+if TYPE_CHECKING:
+    from simapf.comparison.core import Comparison
+
+_METRIC_WIDTH = 40
+
+
+def _cell_mean(row, kind: str, with_range: bool) -> str:
+    text = fmt(row["mean"], kind)
+    if row["n"] > 1 and not math.isnan(row["sd"]):
+        text += f" ± {fmt(row['sd'], kind)}"
+    if with_range and row["n"] > 1:
+        text += f" [{fmt(row['min'], kind)}, {fmt(row['max'], kind)}]"
+    return text
+
+
+def format_comparison(c: "Comparison") -> str:
+    lines: list[str] = []
+    add = lines.append
+    n = len(c.seeds)
+    add(f"simapf compare: {c.scenario_name} ({c.source}), {n} replication{'s' if n > 1 else ''} per policy, "
+        f"common random numbers (seeds {', '.join(str(s) for s in c.seeds[:3])}{', ...' if n > 3 else ''})")  # fmt: skip
+    add("  mean ± sd over replications; peak RSS also [min, max]")
+    add("")
+    by = {(r["metric"], r["policy"]): r for r in c.table.to_dict("records")}
+    cells = {}
+    for metric in c.metrics:
+        kind = unit(metric)
+        for p in c.policies:
+            cells[metric, p] = _cell_mean(by[metric, p], kind, metric == "peak_rss_bytes")
+    widths = [max([len(p)] + [len(cells[m, p]) for m in c.metrics]) for p in c.policies]
+    add("  " + "metric".ljust(_METRIC_WIDTH) + "  ".join(p.rjust(w) for p, w in zip(c.policies, widths)))
+    for metric in c.metrics:
+        add("  " + label(metric)[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH)
+            + "  ".join(cells[metric, p].rjust(w) for p, w in zip(c.policies, widths)))  # fmt: skip
+
+    if len(c.policies) > 1:
+        add("")
+        pct = f"{100 * c.confidence:g} %"
+        add(f"  difference from {c.policies[0]}: mean of paired differences [{pct} confidence interval]; "
+            "* = the interval excludes 0")  # fmt: skip
+        others = c.policies[1:]
+        diffs = {(r["metric"], r["policy"]): r for r in c.differences.to_dict("records")}
+        dcells = {}
+        for metric in c.metrics:
+            kind = unit(metric)
+            for p in others:
+                r = diffs[metric, p]
+                text = fmt(r["mean_diff"], kind, signed=True)
+                if r["n"] >= 2:
+                    text += f" [{fmt(r['ci_low'], kind, signed=True)}, {fmt(r['ci_high'], kind, signed=True)}]"
+                    text += "*" if r["excludes_zero"] else " "
+                dcells[metric, p] = text
+        widths = [max([len(p)] + [len(dcells[m, p]) for m in c.metrics]) for p in others]
+        add("  " + "metric".ljust(_METRIC_WIDTH) + "  ".join(p.rjust(w) for p, w in zip(others, widths)))
+        for metric in c.metrics:
+            add("  " + label(metric)[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH)
+                + "  ".join(dcells[metric, p].rjust(w) for p, w in zip(others, widths)))  # fmt: skip
+        if n < 2:
+            add("  (one replication: no confidence intervals; use --replications 2 or more)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""Where runs execute: in this process, in local processes (joblib/loky), or on a Dask cluster.
+
+Each backend takes `RunTask`s and yields their rows as they finish, in whatever order they
+finish; the caller writes each row as it arrives, so a run is on disk the moment it is done.
+The backends do nothing but move tasks and rows: the run itself, its seed and its row are the
+same wherever it executes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from simapf import __version__
+from simapf.errors import ConfigError, SimapfError
+from simapf.sweeps.measure import RunTask, execute
+
+
+CONNECT_TIMEOUT = "30s"  # how long to keep trying a Dask scheduler that does not answer
+
+
+@dataclass(frozen=True)
+class Backend:
+    kind: str = "joblib"  # joblib | dask | serial
+    workers: int | None = None
+    address: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "serial":
+            return "serial (this process)"
+        if self.kind == "joblib":
+            return f"joblib, {self.workers or cpu_count()} worker process(es)"
+        if self.address:
+            return f"dask at {self.address}"
+        return f"dask, a local cluster of {self.workers or cpu_count()} worker(s)"
+
+
+def choose(kind: str | None, workers: int | None, address: str | None, default_kind: str = "joblib",
+           default_workers: int | None = None, default_address: str | None = None) -> Backend:  # fmt: skip
+    """A backend from the caller's choices (None = not chosen) over defaults. A scheduler
+    address implies Dask."""
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers: must be at least 1, got {workers}")
+    if address:
+        if kind not in (None, "dask"):
+            raise ConfigError(f"--dask {address}: a scheduler address needs the dask backend, not {kind}")
+        return Backend("dask", workers or default_workers, address)
+    kind = kind or default_kind
+    if kind not in ("joblib", "dask", "serial"):
+        raise ConfigError(f"--backend: {kind!r} is not one of joblib, dask, serial")
+    return Backend(kind, workers or default_workers, default_address if kind == "dask" else None)
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def run_tasks(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
+    """Rows of `tasks`, as they finish."""
+    if not tasks:
+        return iter(())
+    if backend.kind == "serial":
+        return (execute(t) for t in tasks)
+    if backend.kind == "joblib":
+        return _joblib(tasks, backend.workers or cpu_count())
+    if backend.kind == "dask":
+        return _dask(tasks, backend)
+    raise SimapfError(f"unknown backend {backend.kind!r} (joblib, dask or serial)")
+
+
+def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[dict]:
+    from joblib import Parallel, delayed
+
+    workers = min(workers, len(tasks))
+    # batch_size=1: a run is seconds of work, and a finished run should reach disk at once,
+    # not wait for the rest of its batch.
+    parallel = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered", batch_size=1)
+    yield from parallel(delayed(execute)(t) for t in tasks)
+
+
+def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SimapfError(
+            "the dask backend needs Dask: pip install 'simapf[dask]' (here, and on every Dask worker)"
+        ) from None
+    import uuid
+
+    cluster = None
+    if backend.address:
+        try:
+            client = Client(backend.address, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as exc:
+            raise SimapfError(f"cannot reach the Dask scheduler at {backend.address}: {exc}") from None
+    else:
+        cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
+                               processes=True, dashboard_address=None)  # fmt: skip
+        client = Client(cluster)
+    try:
+        _check_workers(client)
+        # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
+        # that share a scheduler from sharing (or cancelling) each other's futures.
+        token = uuid.uuid4().hex[:8]
+        keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
+        futures = client.map(execute, list(tasks), key=keys, pure=False)
+        try:
+            for future in as_completed(futures):
+                row = future.result()
+                if row.get("simapf_version") != __version__:
+                    raise SimapfError(
+                        f"a Dask worker runs simapf {row.get('simapf_version')}, this sweep {__version__}: "
+                        "install the same version on the workers"
+                    )
+                future.release()
+                yield row
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _check_workers(client) -> None:
+    """Fail early, in one line, when the workers cannot run simapf at all."""
+
+    def probe() -> str:
+        import simapf
+
+        return simapf.__version__
+
+    try:
+        versions = client.run(probe)
+    except Exception as exc:  # noqa: BLE001  (ImportError pickled back from a worker, say)
+        raise SimapfError(f"the Dask workers cannot import simapf ({exc}): install simapf[dask] on them") from None
+    if not versions:
+        return  # no workers yet (an adaptive cluster): tasks wait for them
+    other = {v for v in versions.values() if v != __version__}
+    if other:
+        raise SimapfError(
+            f"Dask workers run simapf {', '.join(sorted(other))}, this sweep {__version__}: install the same version on the workers"
+        )

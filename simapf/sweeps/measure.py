@@ -1,0 +1,195 @@
+"""One run of a sweep or a comparison, as a self-contained task, and its result as one flat row.
+
+A `RunTask` carries everything a worker needs: the scenario as plain data and the contents of the
+files it refers to (an APF configuration, a parameters file). A Dask worker on another machine
+has none of the user's files, so the driver bundles them and the worker writes them to a
+temporary directory. Every backend goes through the same path, so results cannot depend on it.
+
+The row flattens a run's summary into scalar columns a DataFrame can hold:
+
+    peak_rss_bytes, peak_heap_inuse_bytes, mean_cores, peak_cores, oom_kills, kills, down_s,
+    requests_total, requests_<outcome>, throughput_ok_per_s, apf_requests, apf_rejected,
+    rejection_rate, lists_dispatched, seats_per_list_mean, seats_per_list_max,
+    requests/<level>, rejection_rate/<level>, rejection_rate/<level>/<reason>,
+    served/<level>/<verb>, p50_s/<level>/<verb>, p99_s/<level>/<verb>
+
+plus `wall_s` (the only column that differs between two runs of the same task) and
+`simapf_version`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from simapf import __version__
+
+# Outcomes as the apiserver model names them (simapf.server.runtime); always present, 0 if none.
+OUTCOMES = ("ok", "rejected", "unavailable", "failed")
+# APF's rejection reasons (simapf.apf.queueset).
+REASONS = ("queue-full", "time-out", "concurrency-limit")
+
+SCALAR_METRICS = (
+    "peak_rss_bytes", "peak_heap_inuse_bytes", "mean_cores", "peak_cores", "oom_kills", "kills", "down_s",
+    "requests_total", *(f"requests_{o}" for o in OUTCOMES), "throughput_ok_per_s",
+    "apf_requests", "apf_rejected", "rejection_rate", "lists_dispatched", "seats_per_list_mean", "seats_per_list_max",
+)  # fmt: skip
+# Columns per priority level (and verb): metric/<level>[/<verb or reason>].
+PATTERN_METRICS = ("requests", "rejection_rate", "served", "p50_s", "p99_s")
+RUN_INFO = ("wall_s", "simapf_version")
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a worker runs: identity columns for the row, the scenario and its files."""
+
+    key: dict[str, Any]  # columns that say which run this is (run_id, replication, seed, factors...)
+    scenario: dict[str, Any]  # a scenario as plain data, seed and overrides applied
+    files: tuple[tuple[str, bytes], ...] = ()  # (name used in `scenario`, contents)
+    metrics: tuple[str, ...] | None = None  # patterns of metric columns to keep; None = all
+    label: str = field(default="", compare=False)
+
+
+# ------------------------------------------------------------------------------ driver side
+
+
+def bundle(loaded) -> tuple[dict[str, Any], tuple[tuple[str, bytes], ...]]:
+    """The scenario of a `LoadedScenario` as data, its file references renamed into a bundle."""
+    data = loaded.scenario.model_dump(mode="json")
+    files: list[tuple[str, bytes]] = []
+
+    def take(ref: str) -> str:
+        path = Path(ref)
+        if not path.is_absolute():
+            path = loaded.base_dir / path
+        name = f"bundle/{len(files)}-{path.name}"
+        files.append((name, path.read_bytes()))
+        return name
+
+    if data["apf"]["config"] != "bootstrap":
+        data["apf"]["config"] = take(data["apf"]["config"])
+    if data["apiserver"].get("params_file"):
+        data["apiserver"]["params_file"] = take(data["apiserver"]["params_file"])
+    for event in data["events"]:
+        if event.get("kind") == "apf_config" and event.get("config", "bootstrap") != "bootstrap":
+            event["config"] = take(event["config"])
+    return data, tuple(files)
+
+
+def select_metrics(row: dict[str, Any], patterns: Iterable[str] | None) -> dict[str, Any]:
+    if patterns is None:
+        return row
+    pats = list(patterns)
+    return {k: v for k, v in row.items() if any(fnmatch.fnmatchcase(k, p) for p in pats)}
+
+
+def known_metric(pattern: str) -> bool:
+    """Whether a metrics pattern can match a column (for checking sweep files)."""
+    if any(ch in pattern for ch in "*?["):
+        return True
+    if "/" in pattern:
+        return pattern.split("/", 1)[0] in PATTERN_METRICS
+    return pattern in SCALAR_METRICS or pattern in RUN_INFO
+
+
+# ------------------------------------------------------------------------------ worker side
+
+
+def execute(task: RunTask) -> dict[str, Any]:
+    """Run one task and return its row: the task's key, then the metrics, then run info."""
+    from simapf.scenario.load import load_scenario
+
+    start = time.perf_counter()
+    if task.files:
+        with tempfile.TemporaryDirectory(prefix="simapf-run-") as tmp:
+            for name, content in task.files:
+                path = Path(tmp) / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+            metrics = measure(load_scenario(task.scenario, base_dir=tmp))
+    else:
+        metrics = measure(load_scenario(task.scenario, base_dir=os.getcwd()))
+    row = dict(task.key)
+    row.update(select_metrics(metrics, task.metrics))
+    row["wall_s"] = time.perf_counter() - start
+    row["simapf_version"] = __version__
+    return row
+
+
+class ListSeats:
+    """Seats of the LISTs APF dispatched, tallied as they complete (no per-request records)."""
+
+    __slots__ = ("count", "total", "max")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+        self.max = 0
+
+    def observe(self, rec) -> None:
+        if rec.dispatch_ns >= 0 and rec.attrs.verb == "list":
+            seats = rec.seats
+            self.count += 1
+            self.total += seats
+            if seats > self.max:
+                self.max = seats
+
+
+def measure(loaded) -> dict[str, Any]:
+    """Run a loaded scenario and flatten what happened into one row of scalars."""
+    from simapf.runner import Simulation
+
+    sim = Simulation(loaded)
+    seats = ListSeats()
+    inner = sim.cluster.observer
+
+    def observe(rec) -> None:
+        seats.observe(rec)
+        if inner is not None:
+            inner(rec)
+
+    sim.cluster.observer = observe
+    result = sim.run(progress=False)
+    return flatten(result.summary, seats)
+
+
+def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "peak_rss_bytes": float(s["memory"]["peak_rss_bytes"]),
+        "peak_heap_inuse_bytes": float(s["memory"]["peak_heap_inuse_bytes"]),
+        "mean_cores": float(s["cpu"]["mean_cores"]),
+        "peak_cores": float(s["cpu"]["peak_cores"]),
+        "oom_kills": int(s["process"]["oom_kills"]),
+        "kills": int(s["process"]["kills"]),
+        "down_s": float(s["process"]["down_s"]),
+        "requests_total": int(s["requests"]["total"]),
+    }
+    by_outcome = s["requests"]["by_outcome"]
+    for outcome in OUTCOMES:
+        row[f"requests_{outcome}"] = int(by_outcome.get(outcome, 0))
+    row["throughput_ok_per_s"] = row["requests_ok"] / float(s["duration_s"])
+    levels = [lv for lv in s["priority_levels"] if lv["requests"]]
+    row["apf_requests"] = sum(int(lv["requests"]) for lv in levels)
+    row["apf_rejected"] = sum(int(lv["rejected"]) for lv in levels)
+    row["rejection_rate"] = row["apf_rejected"] / row["apf_requests"] if row["apf_requests"] else 0.0
+    row["lists_dispatched"] = seats.count
+    row["seats_per_list_mean"] = seats.total / seats.count if seats.count else float("nan")
+    row["seats_per_list_max"] = float(seats.max) if seats.count else float("nan")
+    for lv in levels:
+        name, n = lv["priority_level"], int(lv["requests"])
+        row[f"requests/{name}"] = n
+        row[f"rejection_rate/{name}"] = float(lv["rejection_rate"])
+        for reason in REASONS:
+            rejected = lv.get(f"rejected_{reason.replace('-', '_')}") or 0
+            row[f"rejection_rate/{name}/{reason}"] = rejected / n
+    for lat in s["latency"]:
+        where = f"{lat['priority_level']}/{lat['verb']}"
+        row[f"served/{where}"] = int(lat["count"])
+        row[f"p50_s/{where}"] = float(lat["p50_s"])
+        row[f"p99_s/{where}"] = float(lat["p99_s"])
+    return row

@@ -1,0 +1,128 @@
+"""`sweep`: run every combination of a sweep's factors, replicated, and collect one row per run.
+
+    df = simapf.sweep("sweeps/policies-size-qps.yaml", out="results/psq")   # all local cores
+    df = simapf.sweep("sweep.yaml", out="results/x", dask="tcp://scheduler:8786")
+
+With an output directory, every finished run is written there at once (see `store`), and calling
+`sweep` again with the same directory resumes: runs already there are not run again.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from simapf import __version__
+from simapf.errors import ConfigError, SimapfError
+from simapf.sweeps import store
+from simapf.sweeps.backends import Backend, choose, run_tasks
+from simapf.sweeps.measure import RunTask, bundle
+from simapf.sweeps.plan import PlannedRun
+from simapf.sweeps.progress import with_progress
+from simapf.sweeps.spec import LoadedSweep, SweepSpec, load_sweep_spec
+
+
+def sweep(
+    spec: str | Path | dict | SweepSpec | LoadedSweep,
+    out: str | Path | None = None,
+    *,
+    workers: int | None = None,
+    backend: str | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+    base_dir: str | Path | None = None,
+):
+    """Run a sweep and return its summary DataFrame (one row per run: run_id, replication,
+    seed, the factor values, then the metrics; see docs/compare-and-sweep.md).
+
+    `out`: the result directory (default: the sweep file's `out`; neither: keep results in
+    memory only). `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a scheduler
+    address; implies the dask backend) override the sweep file's `backend`. Results are the same
+    whichever backend and however many workers run them; only `wall_s` differs.
+    """
+    loaded = spec if isinstance(spec, LoadedSweep) else load_sweep_spec(spec, base_dir)
+    chosen = choose_backend(loaded.spec, backend, workers, dask)
+    out_dir = Path(out) if out is not None else (loaded.base_dir / loaded.spec.out if loaded.spec.out else None)
+    bundles = [bundle(c.loaded) for c in loaded.combinations]  # shared by a combination's replications
+    reps = loaded.spec.replications
+    tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps]) for run in loaded.runs}
+    order = [run.run_id for run in loaded.runs]
+    start = time.perf_counter()
+    if out_dir is None:
+        rows = {}
+        for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
+            rows[row["run_id"]] = store.row_table(row)
+        tables, skipped = rows, 0
+    else:
+        tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress)
+    df = store.frame((tables[rid] for rid in order), order, list(loaded.factors))
+    df.attrs["sweep"] = manifest(loaded)
+    df.attrs["status"] = {
+        "runs": len(order), "skipped": skipped, "ran": len(order) - skipped,
+        "wall_s": time.perf_counter() - start, "backend": chosen.describe(),
+        "out": str(out_dir) if out_dir is not None else None,
+    }  # fmt: skip
+    return df
+
+
+def choose_backend(spec: SweepSpec, kind: str | None, workers: int | None, address: str | None) -> Backend:
+    """The backend the caller asked for, the sweep file's where the caller said nothing."""
+    b = spec.backend
+    return choose(kind, workers, address, b.kind, b.workers, b.address)
+
+
+def task_for(loaded: LoadedSweep, run: PlannedRun, bundled) -> RunTask:
+    """The task of one run; `bundled` is its combination's scenario data and files."""
+    data, files = bundled
+    data = {**data, "run": {**data["run"], "seed": run.seed}}
+    key = {"run_id": run.run_id, "replication": run.replication, "seed": run.seed, **run.factors}
+    return RunTask(key=key, scenario=data, files=files,
+                   metrics=tuple(loaded.spec.metrics) if loaded.spec.metrics else None, label=run.run_id)  # fmt: skip
+
+
+def manifest(loaded: LoadedSweep) -> dict[str, Any]:
+    spec = loaded.spec
+    return {
+        "simapf_version": __version__,
+        "name": loaded.name,
+        "description": spec.description,
+        "source": loaded.source,
+        "key": loaded.definition_key(),
+        "seed": spec.seed,
+        "replications": spec.replications,
+        "common_random_numbers": spec.common_random_numbers,
+        "metrics": spec.metrics,
+        "factors": loaded.factors,
+        "base": loaded.base,
+        "runs": [run.run_id for run in loaded.runs],
+    }
+
+
+def _run_into(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
+              progress: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
+    if out.exists() and not out.is_dir():
+        raise SimapfError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with store.locked(out):
+        mine = manifest(loaded)
+        theirs = store.read_manifest(out)
+        if theirs is not None and theirs.get("key") != mine["key"]:
+            raise ConfigError(
+                f"{out}: holds results of another sweep ({theirs.get('name')!r}: its base scenario, seed, factors "
+                "or metrics differ); use another --out or remove that directory"
+            )
+        store.write_manifest(out, mine)
+        tables = store.scan(out, set(order))
+        skipped = len(tables)
+        todo = [tasks[rid] for rid in order if rid not in tables]
+        for row in with_progress(run_tasks(todo, chosen), len(order), skipped, loaded.name, progress):
+            store.write_run(out, row)
+        # Read back what is on disk: the table is what load_sweep(out) will give, whoever wrote it.
+        for rid in order:
+            if rid not in tables:
+                table = store._read_run(store.run_path(out, rid), rid)
+                if table is None:
+                    raise SimapfError(f"{store.run_path(out, rid)}: written but unreadable")
+                tables[rid] = table
+    return tables, skipped

@@ -168,16 +168,19 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
     cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
     duration = sc.run.duration_s
     rss = series[series["metric"] == "process_resident_memory_bytes"].set_index("time_s")["value"]
+    ooms = series[series["metric"] == "simapf_oom_kills_total"].set_index("time_s")["value"]
 
     events = []
     for i, e in enumerate(sc.events):
         end = event_end_s(e)
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
         window = rss[(rss.index >= e.at_s) & (rss.index <= nxt)]
+        kills = ooms[(ooms.index >= e.at_s) & (ooms.index <= nxt)]
         events.append({
             "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
             "recovery_s": rec.recovery_s(end),
             "peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
+            "oom_kills_until_next_event": int(kills.iloc[-1] - kills.iloc[0]) if len(kills) else 0,
         })  # fmt: skip
 
     clients = []

@@ -69,6 +69,8 @@ def format_summary(s: dict[str, Any]) -> str:
         add("")
         add("  events")
         for e in s["events"]:
+            kills = e["oom_kills_until_next_event"]
             add(f"  t={e['at_s']:>7g} s  {e['kind']:<12} recovered {_s(e['recovery_s'])} after it ended; "
-                f"peak RSS until the next event {_mb(e['peak_rss_bytes_until_next_event'])}")  # fmt: skip
+                f"until the next event: peak RSS {_mb(e['peak_rss_bytes_until_next_event'])}"
+                + (f", {kills} OOM kill(s)" if kills else ""))  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
 from simapf.scenario.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
-from simapf.server.params import ServerParams, parse_bytes
+from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
 
 @dataclass(frozen=True)
@@ -369,6 +369,13 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
         usable, cores = data["cpu"]["usable_cores"], data["cpu"].get("cores")
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (usable, cores)):
             data = _merge(data, {"cpu": {"usable_cores": min(float(usable), float(cores))}})
+    # The default usable-core ceiling was set for the 16-core experiment; on a smaller machine
+    # no parameter set wrote, the machine's cores are the ceiling.
+    default_usable = CpuParams.model_fields["usable_cores"].default
+    cores = data["cpu"].get("cores") if isinstance(data.get("cpu"), dict) else None
+    if isinstance(default_usable, (int, float)) and not _has_path(data, ["cpu", "usable_cores"]) \
+            and isinstance(cores, (int, float)) and not isinstance(cores, bool) and cores < default_usable:
+        data = _merge(data, {"cpu": {"usable_cores": float(cores)}})
     try:
         return ServerParams.model_validate(data)
     except ValidationError as exc:

@@ -15,6 +15,12 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
                   + [cache_obj·N]                                            (cache)
                   + convert·S (resources that convert)
                   + (enc_obj·n + enc_byte·S)·(1 + streaming overhead if streamed)
+
+With a co-located client (`client`), the response is then read on the same cores:
+`write = client_request + client_byte·S (+ client_gzip_byte·S if compressed)` core-seconds of
+the client's CPU, then
+`response_latency_s` of pure delay, during which the request holds
+`write_live = enc_live + write_hold·(live − enc_live)`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ class RequestPlan:
     """The resource figures of one request, computed once per distinct `RequestCost`.
 
     `etcd_work` is in etcd server-seconds (0 = no etcd read); `cpu_core_s` excludes GC assists,
-    which depend on the GC's state when the request allocates.
+    which depend on the GC's state when the request allocates. `write_core_s` is a co-located
+    client's CPU to read the response (0 = the request ends with its CPU work), during which
+    the request holds `write_live_bytes`.
     """
 
     cpu_core_s: float
@@ -39,6 +47,9 @@ class RequestPlan:
     wait_live_bytes: float
     live_bytes: float
     alloc_bytes: float
+    write_core_s: float = 0.0
+    write_live_bytes: float = 0.0
+    write_delay_ns: int = 0
 
 
 def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]:
@@ -53,9 +64,9 @@ def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]
     return c.json_encode_core_s_per_object, c.json_encode_core_s_per_byte  # JSON and as=Table
 
 
-def etcd_work(params: ServerParams, stored_bytes: float) -> float:
-    """Server-seconds of one etcd range of `stored_bytes` (see simapf.server.etcd)."""
-    return range_work(params.etcd, stored_bytes)
+def etcd_work(params: ServerParams, stored_bytes: float, objects: int = 0) -> float:
+    """Server-seconds of one etcd range of `stored_bytes` in `objects` keys (simapf.server.etcd)."""
+    return range_work(params.etcd, stored_bytes, objects)
 
 
 def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
@@ -85,6 +96,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         enc_live = mem_p.encode_buffer_multiplier * S
         enc_alloc = mem_p.encode_alloc_multiplier * S
     temp = 1.0 + mem_p.temp_garbage_fraction
+    gzip = params.client.accept_gzip and S >= mem_p.compress_threshold_bytes and path is not ServingPath.WATCHLIST_STREAM
+    if gzip:
+        # gzip: CPU per byte, and a (pooled) compressor held while the response is written.
+        encode_cpu += cpu_p.compress_core_s_per_byte * S
+        enc_live += mem_p.compressor_bytes
 
     etcd = 0.0
     wait_live = 0.0
@@ -102,7 +118,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             + conv_cpu
             + encode_cpu
         )
-        etcd = etcd_work(params, B)
+        etcd = etcd_work(params, B, N)
         wait_live = params.etcd.wait_live_fraction * B
     elif path is ServingPath.WATCHLIST_STREAM:
         live = mem_p.watchlist_bytes
@@ -121,7 +137,16 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         cpu = cpu_p.request_core_s + cpu_p.cache_core_s_per_object * N + conv_cpu + encode_cpu
     if alloc < live:
         alloc = live
-    return RequestPlan(cpu, etcd, wait_live, live, alloc)
+    cl = params.client
+    write = cl.colocated_core_s_per_request + cl.colocated_core_s_per_byte * S
+    if gzip:
+        write += cl.colocated_gzip_core_s_per_byte * S
+    write_live = 0.0
+    if write > 0.0 or cl.response_latency_s > 0.0:
+        enc = enc_live if enc_live < live else live
+        write_live = enc + mem_p.write_hold_fraction * (live - enc)
+    delay = int(round(cl.response_latency_s * 1e9))
+    return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay)
 
 
 def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) -> tuple[RequestPlan, float]:
@@ -142,7 +167,7 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) ->
         + cpu_p.decode_core_s_per_byte * B
         + cpu_p.refill_core_s_per_object * object_count
     )
-    return RequestPlan(cpu, etcd_work(params, B), 0.0, live, alloc), cache
+    return RequestPlan(cpu, etcd_work(params, B, object_count), 0.0, live, alloc), cache
 
 
 def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float) -> float:

@@ -13,6 +13,11 @@ rates change it is replaced by an earlier one if needed, and a later-than-needed
 just a wake-up that reschedules (generation counter), so arrivals that slow everyone down
 create no event.
 
+Foreign jobs are threads of another process on the same cores (a co-located client reading
+responses, as in the calibration experiment's single-node cluster): they take their turn like
+requests (same rate r, and, as a simplification, the same GOMAXPROCS bound) but their CPU is
+integrated apart, so the process's CPU excludes them.
+
 Time is integer nanoseconds (the SimPy clock). Completion times are rounded up to the next
 nanosecond; a job whose remaining work would take less than 1 ns completes, so the CPU
 integrals may count up to 1 ns of a core too much per completion.
@@ -39,7 +44,7 @@ class ProcessorSharing:
 
     __slots__ = (
         "env", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
-        "_heap", "_k", "_v", "_r", "_t", "_seq",
+        "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
         "_req_core_s", "_gc_core_s",
         "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch",
@@ -65,8 +70,10 @@ class ProcessorSharing:
             raise ValueError(f"gc_sharing must be 'reserved' or 'shared', got {gc_sharing!r}")
         self.gc_sharing = gc_sharing
         self.gc_idle_workers = gc_idle_workers
-        self._heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._heap: list[tuple[float, int, Callable[[Any], None], Any, bool]] = []
         self._k = 0
+        self._kf = 0  # of the k jobs, how many are foreign (another process's threads)
+        self._foreign_core_s = 0.0
         self._v = 0.0
         self._r = 0.0
         self._t = env.now
@@ -129,7 +136,11 @@ class ProcessorSharing:
             r = self._r
             if r:
                 self._v += r * dts
-                self._req_core_s += self._k * r * dts
+                if self._kf:
+                    self._req_core_s += (self._k - self._kf) * r * dts
+                    self._foreign_core_s += self._kf * r * dts
+                else:
+                    self._req_core_s += self._k * r * dts
             g = self._g
             if g:
                 done = g * dts
@@ -141,16 +152,24 @@ class ProcessorSharing:
 
     # ---------------------------------------------------------------- jobs
 
-    def add(self, work_core_s: float, callback: Callable[[Any], None], arg: Any = None) -> None:
-        """Start a request job of `work_core_s` core-seconds; `callback(arg)` when done."""
+    def add(
+        self, work_core_s: float, callback: Callable[[Any], None], arg: Any = None, foreign: bool = False
+    ) -> None:
+        """Start a request job of `work_core_s` core-seconds; `callback(arg)` when done.
+
+        `foreign` marks work of another process sharing the cores (a co-located client reading
+        a response): it competes like a request but its CPU is counted apart
+        (`foreign_core_seconds`), not as this process's."""
         now = self.env._now
         if now != self._t:
             self._advance(now)
         if self._k == 0 and not self._heap:
             self._v = 0.0  # keep V small so float resolution stays far below 1 ns
         self._seq += 1
-        heapq.heappush(self._heap, (self._v + work_core_s, self._seq, callback, arg))
+        heapq.heappush(self._heap, (self._v + work_core_s, self._seq, callback, arg, foreign))
         self._k += 1
+        if foreign:
+            self._kf += 1
         self._rates()
         if not self._dispatching:
             self._schedule(now)
@@ -194,8 +213,13 @@ class ProcessorSharing:
 
     @property
     def jobs(self) -> int:
-        """Request jobs executing."""
-        return self._k
+        """Request jobs executing (foreign jobs not included)."""
+        return self._k - self._kf
+
+    @property
+    def foreign_jobs(self) -> int:
+        """Foreign jobs running."""
+        return self._kf
 
     @property
     def rate_per_job(self) -> float:
@@ -217,11 +241,17 @@ class ProcessorSharing:
         self._advance(self.env._now)
         return self._gc_core_s
 
+    def foreign_core_seconds(self) -> float:
+        """CPU used by foreign jobs (other processes on the same cores) since the start."""
+        self._advance(self.env._now)
+        return self._foreign_core_s
+
     def clear(self) -> None:
         """Drop every job and the mark phase without calling back (the process died)."""
         self._advance(self.env._now)
         self._heap.clear()
         self._k = 0
+        self._kf = 0
         self._v = 0.0
         self._gc_on = False
         self._gc_rem = 0.0
@@ -278,7 +308,10 @@ class ProcessorSharing:
             limit = self._v + self._r * _INV_NS
             pop = heapq.heappop
             while heap and heap[0][0] <= limit:
-                done.append(pop(heap))
+                item = pop(heap)
+                done.append(item)
+                if item[4]:
+                    self._kf -= 1
             self._k -= len(done)
         gc_done = self._gc_on and self._gc_rem <= self._g * _INV_NS
         gc_cb = gc_arg = None
@@ -293,7 +326,7 @@ class ProcessorSharing:
         epoch = self._epoch
         self._dispatching = True
         try:
-            for _vf, _seq, cb, arg in done:
+            for _vf, _seq, cb, arg, _foreign in done:
                 cb(arg)
                 if self._epoch != epoch:
                     break  # a callback killed the process: the rest died with it

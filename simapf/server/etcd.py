@@ -1,60 +1,124 @@
 """etcd as a resource of its own: range reads share its capacity.
 
-Choice: processor sharing over `concurrency` servers, the same mechanism as the apiserver's CPU.
-etcd serves each gRPC range in its own goroutine and reads from bbolt under a shared read
-transaction, so concurrent ranges progress together and a large range does not block small
-ones behind it, which a FIFO queue would impose. One range alone can use one of the
-`concurrency` servers (one core), so a single range's latency is `concurrency` times its share of
-the aggregate cost, and the aggregate capacity is reached only when `concurrency` or more ranges
-are in flight.
+Work of a range in aggregate-etcd-seconds is `1/requests_per_s + stored_bytes/bytes_per_s
++ keys/objects_per_s`, the byte term times `1 + stored_bytes/large_range_bytes` when that is set
+(big ranges cost more per byte: etcd builds the whole response in memory, and its own GC work
+grows with it); in server-seconds, times `concurrency`. Aggregate capacity is reached only when `concurrency` or
+more ranges are in flight; one range alone runs on one of the `concurrency` servers.
 
-Work of a range in aggregate-etcd-seconds: `1/requests_per_s + stored_bytes/bytes_per_s`; in
-server-seconds, times `concurrency`. Hypothesis, to be calibrated.
+Two disciplines (`etcd.discipline`), a choice the calibration makes:
+
+- `ps`, processor sharing over `concurrency` servers: every range in flight progresses at
+  once, as etcd serves each gRPC range in its own goroutine over a shared bbolt read
+  transaction. Identical ranges started together also finish together.
+- `fifo`, `concurrency` servers in arrival order: a range waits until a server is free, then
+  runs alone on it. Responses leave one after another, as they do when the bottleneck is one
+  stream of bytes (the gRPC connection, bbolt's page reads) rather than many goroutines.
+
+`read(work, callback, arg)`: `callback(arg)` when the response has arrived.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable
 
 import simpy
 
-from simapf.server.cpu import ProcessorSharing
+from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
 
+Callback = Callable[[Any], None]
 
-def range_work(params: EtcdParams, stored_bytes: float) -> float:
-    """Server-seconds of one range read of `stored_bytes`."""
-    return params.concurrency * (1.0 / params.requests_per_s + stored_bytes / params.bytes_per_s)
+
+def range_work(params: EtcdParams, stored_bytes: float, objects: int = 0) -> float:
+    """Server-seconds of one range read of `stored_bytes` in `objects` keys."""
+    per_byte = stored_bytes / params.bytes_per_s
+    if params.large_range_bytes is not None:
+        per_byte *= 1.0 + stored_bytes / params.large_range_bytes
+    per_key = objects / params.objects_per_s if params.objects_per_s is not None else 0.0
+    return params.concurrency * (1.0 / params.requests_per_s + per_byte + per_key)
 
 
 class EtcdModel:
-    __slots__ = ("params", "_ps")
+    __slots__ = ("params", "env", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch")
 
     def __init__(self, env: simpy.Environment, params: EtcdParams) -> None:
         self.params = params
+        self.env = env
         c = params.concurrency
-        self._ps = ProcessorSharing(env, cores=c, procs=c)
+        self._fifo = params.discipline == "fifo"
+        self._ps = None if self._fifo else ProcessorSharing(env, cores=c, procs=c)
+        self._queue: deque[tuple[float, Callback, Any]] = deque()
+        self._busy = 0
+        self._busy_s = 0.0  # FIFO: server-seconds spent, integrated at each change
+        self._t_busy = env.now
+        self._epoch = 0
 
-    def work(self, stored_bytes: float) -> float:
-        """Server-seconds of one range read of `stored_bytes`."""
-        return range_work(self.params, stored_bytes)
+    def work(self, stored_bytes: float, objects: int = 0) -> float:
+        """Server-seconds of one range read of `stored_bytes` in `objects` keys."""
+        return range_work(self.params, stored_bytes, objects)
 
-    def read(self, work: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+    def read(self, work: float, callback: Callback, arg: Any = None) -> None:
         """Start a range read of `work` server-seconds (see `work`); `callback(arg)` when done."""
-        self._ps.add(work, callback, arg)
+        if self._ps is not None:
+            self._ps.add(work, callback, arg)
+        elif self._busy < self.params.concurrency:
+            self._serve(work, callback, arg)
+        else:
+            self._queue.append((work, callback, arg))
 
-    def capacity_per_s(self, stored_bytes: float) -> float:
-        """Most ranges of `stored_bytes` etcd completes per second."""
-        return self.params.concurrency / self.work(stored_bytes)
+    # ------------------------------------------------------------------ FIFO
+
+    def _integrate(self) -> None:
+        now = self.env._now
+        self._busy_s += self._busy * (now - self._t_busy) / NS
+        self._t_busy = now
+
+    def _serve(self, work: float, callback: Callback, arg: Any) -> None:
+        self._integrate()
+        self._busy += 1
+        ev = self.env.timeout(max(1, int(round(work * NS))), (self._epoch, callback, arg))
+        ev.callbacks.append(self._served)
+
+    def _served(self, event: simpy.Event) -> None:
+        epoch, callback, arg = event._value
+        if epoch != self._epoch:
+            return
+        self._integrate()
+        self._busy -= 1
+        if self._queue:
+            self._serve(*self._queue.popleft())
+            if epoch != self._epoch:
+                return
+        callback(arg)
+
+    # ------------------------------------------------------------------ gauges
+
+    def capacity_per_s(self, stored_bytes: float, objects: int = 0) -> float:
+        """Most ranges of `stored_bytes` (in `objects` keys) etcd completes per second."""
+        return self.params.concurrency / self.work(stored_bytes, objects)
 
     @property
     def in_flight(self) -> int:
-        return self._ps.jobs
+        """Ranges etcd is serving or has queued."""
+        if self._ps is not None:
+            return self._ps.jobs
+        return self._busy + len(self._queue)
 
     def busy_seconds(self) -> float:
         """Server-seconds spent on ranges since the start (divide by concurrency for utilisation)."""
-        return self._ps.request_core_seconds()
+        if self._ps is not None:
+            return self._ps.request_core_seconds()
+        self._integrate()
+        return self._busy_s
 
     def clear(self) -> None:
         """Forget every read in flight (the apiserver that asked for them died)."""
-        self._ps.clear()
+        if self._ps is not None:
+            self._ps.clear()
+            return
+        self._epoch += 1
+        self._integrate()
+        self._queue.clear()
+        self._busy = 0

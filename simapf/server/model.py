@@ -69,6 +69,8 @@ class ServerSnapshot(NamedTuple):
     requests_completed_total: int
     oom_kills: int
     alloc_bytes_total: float  # go_memstats_alloc_bytes_total
+    responses_writing: int = 0  # handlers waiting for a co-located client to read their response
+    client_cpu_seconds_total: float = 0.0  # CPU of co-located clients (not the process's)
 
 
 class ResourceModel:
@@ -99,6 +101,7 @@ class ResourceModel:
         self._refilling = 0
         self._up = True
         self.completed = 0
+        self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
 
     # ------------------------------------------------------------------ per request
@@ -149,7 +152,36 @@ class ResourceModel:
         self.cpu.add(plan.cpu_core_s + assist, self._finish, req)
 
     def _finish(self, req: tuple[RequestPlan, DoneCallback]) -> None:
-        self.memory.inflight_live -= req[0].live_bytes
+        plan = req[0]
+        if plan.write_core_s or plan.write_delay_ns:
+            # The handler is writing: the client reads the response (a co-located one on our
+            # cores), and the request keeps its response buffer (and seats) until it has.
+            self.memory.inflight_live -= plan.live_bytes - plan.write_live_bytes
+            self.writing += 1
+            if plan.write_core_s:
+                self.cpu.add(plan.write_core_s, self._read, req, foreign=True)
+            else:
+                self._read(req)
+            return
+        self.memory.inflight_live -= plan.live_bytes
+        self.completed += 1
+        req[1](self.env._now)
+
+    def _read(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+        delay = req[0].write_delay_ns
+        if delay:
+            self.env.timeout(delay, (self.process.epoch, req)).callbacks.append(self._delivered)
+        else:
+            self._written(req)
+
+    def _delivered(self, event: simpy.Event) -> None:
+        epoch, req = event._value
+        if epoch == self.process.epoch:  # else the process died meanwhile
+            self._written(req)
+
+    def _written(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+        self.memory.inflight_live -= req[0].write_live_bytes
+        self.writing -= 1
         self.completed += 1
         req[1](self.env._now)
 
@@ -195,6 +227,7 @@ class ResourceModel:
         self._up = False
         self.cpu.clear()
         self.etcd.clear()
+        self.writing = 0
         self.gc.stop()
         self.memory.kill()
         self._ready.clear()
@@ -284,6 +317,8 @@ class ResourceModel:
             requests_completed_total=self.completed,
             oom_kills=self.process.oom_kills,
             alloc_bytes_total=mem.alloc_total,
+            responses_writing=self.writing,
+            client_cpu_seconds_total=cpu.foreign_core_seconds(),
         )
 
 

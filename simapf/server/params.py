@@ -5,10 +5,10 @@ One pydantic model, `ServerParams`, grouped by concern. Units are in the field n
 quantity strings ("512Mi", "2G") so a scenario can say what an operator would write.
 
 Where a default comes from upstream (Go runtime constants, KEP numbers) the description names
-the source. The rest are starting hypotheses from `list-memory.md` §6, chosen so that a 16-core
-server with a ~0.5 GB baseline serving 1800 LIST/s of 100 KB from etcd uses about 6.5 cores and
-0.4-0.6 GB, the order of the first row of `list-memory-experiments.csv`. Fitting them to the
-data is the calibration's job, not this file's.
+the source. Defaults marked "Fitted" are the values `simapf calibrate` fitted to the measured LIST
+experiment (record: `calibration/params.yaml`, report: `docs/validation.md`; copy a new fit in
+with `calibration/adopt_defaults.py`); the rest are sourced or starting hypotheses from
+`list-memory.md` §6 that the data cannot reach.
 """
 
 from __future__ import annotations
@@ -73,14 +73,22 @@ class _Params(BaseModel):
 
 class CpuParams(_Params):
     cores: float = Field(16.0, gt=0, description="CPU cores of the apiserver's machine or container (the seed experiment: 16).")
-    usable_cores: float = Field(
-        12.5,
+    usable_cores: float | None = Field(
+        None,
         gt=0,
         description=(
-            "Most cores the apiserver process can actually get: the experiments of #132233 saw it stop "
-            "using more CPU while cores were free (etcd, other control-plane processes and the load "
-            "generator share the node). 12.5 = the highest CPU measured in the data (12.49 cores). "
-            "Must not exceed `cores`."
+            "Most cores the apiserver process can actually get, absolute; must not exceed `cores`. "
+            "null = `usable_fraction` x `cores`."
+        ),
+    )
+    usable_fraction: float = Field(
+        0.957480117333269,
+        gt=0,
+        le=1,
+        description=(
+            "The usable-core ceiling as a fraction of `cores`, when `usable_cores` is null: the "
+            "experiments of #132233 saw the apiserver stop using more CPU while cores were free "
+            "(etcd and other control-plane processes share the node). Fitted on the 16-core data."
         ),
     )
     gomaxprocs: int | None = Field(
@@ -91,7 +99,7 @@ class CpuParams(_Params):
 
     @model_validator(mode="after")
     def _check(self) -> "CpuParams":
-        if self.usable_cores > self.cores:
+        if self.usable_cores is not None and self.usable_cores > self.cores:
             raise ValueError(f"usable_cores ({self.usable_cores}) must not exceed cores ({self.cores})")
         return self
 
@@ -101,9 +109,14 @@ class CpuParams(_Params):
         return self.gomaxprocs if self.gomaxprocs is not None else max(1, math.ceil(self.cores))
 
     @property
+    def usable(self) -> float:
+        """The usable-core ceiling: `usable_cores`, or `usable_fraction` of `cores`."""
+        return self.usable_cores if self.usable_cores is not None else self.usable_fraction * self.cores
+
+    @property
     def effective_cores(self) -> float:
         """Cores the Go code of the process can use at once: the usable ceiling, at most P."""
-        return min(self.usable_cores, float(self.procs))
+        return min(self.usable, float(self.procs))
 
 
 class ProcessParams(_Params):
@@ -115,11 +128,11 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        150e6,
+        189461542.19614777,
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
-            "Kind apiserver's ~0.4-0.5 GB baseline (list-memory.md §5). Hypothesis."
+            "Kind apiserver's ~0.4 GB baseline (list-memory.md §5). Fitted."
         ),
     )
     heap_metadata_fraction: float = Field(
@@ -161,20 +174,87 @@ class EtcdParams(_Params):
     """
 
     bytes_per_s: float = Field(
-        320e6,
+        336966974.60177183,
         gt=0,
-        description="Aggregate range-read throughput in stored bytes per second. The 1 MB etcd rows saturate between 260 and 345 LIST/s. Hypothesis.",
+        description="Aggregate range-read throughput in stored bytes per second (see `large_range_bytes`). Fitted.",
     )
     requests_per_s: float = Field(
-        5300.0,
+        13026.254035232025,
         gt=0,
-        description="Aggregate range reads per second for empty ranges (per-request cost). With bytes_per_s gives ~2000 ranges/s at 100 KB: the 100 KB etcd rows saturate between 1800 and 2400 LIST/s. Hypothesis.",
+        description="Aggregate range reads per second for empty ranges (the per-range cost). Fitted.",
     )
-    concurrency: int = Field(8, ge=1, description="Range reads etcd progresses at once (its cores). Hypothesis.")
+    objects_per_s: float | None = Field(
+        37453731.63943801, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
+    )
+    concurrency: int = Field(1, ge=1, description="Range reads etcd serves at once (its servers); the calibration chose 1 with `fifo`.")
+    discipline: Literal["ps", "fifo"] = Field(
+        'fifo',
+        description=(
+            "ps: every range in flight progresses at once (processor sharing over `concurrency` "
+            "servers); fifo: `concurrency` ranges are served at a time, the rest wait in arrival order."
+        ),
+    )
+    large_range_bytes: OptionalBytes = Field(
+        11345427.894867107,
+        description=(
+            "Per-byte range cost grows by a factor (1 + bytes/large_range_bytes): big ranges cost etcd "
+            "more per byte. null = linear. Fitted."
+        ),
+    )
     wait_live_fraction: float = Field(
+        1.4618671046530767,
+        ge=0,
+        description=(
+            "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
+            "has arrived (gRPC receive buffers of interleaved responses). 0: nothing until it has arrived. Fitted."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "EtcdParams":
+        if self.large_range_bytes is not None and self.large_range_bytes <= 0:
+            raise ValueError("large_range_bytes must be positive or null")
+        return self
+
+
+class ClientParams(_Params):
+    """Clients reading responses, when they run on the apiserver's own cores.
+
+    The calibration experiment ran its load generator on the same single Kind node as the
+    apiserver: reading (and decoding) a response took CPU from the same cores, and the request
+    kept its seats and its response buffer until the client had read the last byte. With
+    everything 0 (the default: clients elsewhere, no delay) a request ends when its CPU work does.
+    """
+
+    colocated_core_s_per_byte: float = Field(
+        0.0, ge=0, description="CPU a co-located client spends per response byte it reads (on the apiserver's cores)."
+    )
+    colocated_core_s_per_request: float = Field(
+        0.0, ge=0, description="CPU a co-located client spends per response, whatever its size."
+    )
+    colocated_gzip_core_s_per_byte: float = Field(
         0.0,
         ge=0,
-        description="Bytes the apiserver holds per stored byte while it waits for the range (gRPC receive buffer). 0: the response lands only when etcd has built it.",
+        description=(
+            "Extra CPU a co-located client spends per byte of a gzip-compressed response "
+            "(decompressing it while it reads), on the apiserver's cores."
+        ),
+    )
+    accept_gzip: bool = Field(
+        False,
+        description=(
+            "Clients send Accept-Encoding: gzip (client-go does unless compression is disabled), so "
+            "large responses are compressed (APIResponseCompression)."
+        ),
+    )
+    response_latency_s: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Time from the end of the handler's work until the client has the last byte (network, "
+            "TLS, the client's own scheduling), during which the request keeps its seats and its "
+            "response buffer. Uses no apiserver CPU."
+        ),
     )
 
 
@@ -182,21 +262,21 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: float = Field(
-        0.5e-3, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted by eye to the cache 100 KB row."
+        0.0007013264604043627, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     etcd_request_core_s: float = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")
     etcd_receive_core_s_per_byte: float = Field(
-        1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis."
+        1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis (the fit moves decode_core_s_per_byte, with which it is collinear)."
     )
-    decode_core_s_per_object: float = Field(6e-6, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Hypothesis.")
-    decode_core_s_per_byte: float = Field(6e-9, ge=0, description="Decode per stored byte read from etcd (~6 ms/MB). Hypothesis.")
+    decode_core_s_per_object: float = Field(6.966137165013638e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: float = Field(3.295374218554819e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: float = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     convert_core_s_per_byte: float = Field(
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: float = Field(8e-6, ge=0, description="JSON (also as=Table) per item. Fitted by eye to the cache rows.")
-    json_encode_core_s_per_byte: float = Field(8.5e-9, ge=0, description="JSON per byte (~8.5 ms/MB; ~10 ms/MB with GC in the cache rows).")
+    json_encode_core_s_per_object: float = Field(8.722129720551572e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: float = Field(6.147348929497345e-09, ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: float = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: float = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: float = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -206,6 +286,14 @@ class RequestCpuParams(_Params):
     streaming_encode_overhead_fraction: float = Field(
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
+    compress_core_s_per_byte: float = Field(
+        6.4164247992284985e-09,
+        ge=0,
+        description=(
+            "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
+            "gzip (`client.accept_gzip`) and they reach `request_memory.compress_threshold_bytes`. Fitted."
+        ),
+    )
     watch_event_core_s_per_object: float = Field(2e-6, ge=0, description="Per initial event of a WatchList stream (event wrapping, flush). Hypothesis.")
     refill_core_s_per_object: float = Field(2e-6, ge=0, description="Watch-cache insertion per object while a cache refills. Hypothesis.")
 
@@ -214,15 +302,15 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: float = Field(
-        3.0, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd (typed 2-3, Unstructured ~5.2, #142062)."
+        0.16538879841694243, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     conversion_copy_fraction: float = Field(
         0.5, ge=0, description="c_conv: external-version copy per decoded response byte, for resources that convert (Pods, Nodes: 0.3-1; casts: 0)."
     )
     encode_buffer_multiplier: float = Field(
-        1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed (buffer doubling; json pool)."
+        0.09854266856410421, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Fitted."
     )
-    struct_copy_bytes_per_object: Bytes = Field(1000.0, description="s_struct: bytes per object the cache copies into the result slice (§3.2).")
+    struct_copy_bytes_per_object: Bytes = Field(487.96177988325127, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(
         3.0, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
@@ -237,6 +325,26 @@ class RequestMemoryParams(_Params):
     temp_garbage_fraction: float = Field(
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
+    compressor_bytes: Bytes = Field(
+        840738.6337849911,
+        description=(
+            "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
+            "are pooled, so they are held, not allocated, per response). Fitted."
+        ),
+    )
+    compress_threshold_bytes: Bytes = Field(
+        128 * 1024, description="Responses at least this large are compressed when the client accepts gzip (apiserver: 128 KiB)."
+    )
+    write_hold_fraction: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description=(
+            "While a co-located client reads the response (`client`), the request still holds its "
+            "encoded response and this fraction of its other live bytes (1: the handler keeps the "
+            "list object reachable until the write returns)."
+        ),
+    )
 
 
 class GcParams(_Params):
@@ -247,9 +355,9 @@ class GcParams(_Params):
     )
     gomemlimit_bytes: OptionalBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: float = Field(
-        1e9,
+        938573083.9386973,
         gt=0,
-        description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Hypothesis.",
+        description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )
     fixed_cost_core_s: float = Field(0.5e-3, ge=0, description="CPU per cycle independent of heap size (sweep termination, stop-the-world phases). Hypothesis.")
     roots_bytes: Bytes = Field(16e6, description="R: scannable stacks and globals, part of the GOGC goal since Go 1.18.")
@@ -275,7 +383,7 @@ class GcParams(_Params):
     limiter_bucket_s_per_proc: float = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
     force_period_s: float | None = Field(120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one; null = never.")
     scavenge_rate_bytes_per_s: float = Field(
-        100e6, gt=0, description="Background scavenger release rate (paced to ~1 % of CPU). Hypothesis."
+        1105970714.2540364, gt=0, description="Background scavenger release rate (paced to ~1 % of CPU). Fitted."
     )
     scavenge_retain_factor: float = Field(
         1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."
@@ -310,6 +418,7 @@ class ServerParams(_Params):
     process: ProcessParams = Field(ProcessParams(), description="Baseline memory, memory limit, restart.")
     watch_cache: WatchCacheParams = Field(WatchCacheParams(), description="Size of cached objects.")
     etcd: EtcdParams = Field(EtcdParams(), description="etcd throughput.")
+    client: ClientParams = Field(ClientParams(), description="Clients reading responses on the same cores (calibration experiment).")
     request_cpu: RequestCpuParams = Field(RequestCpuParams(), description="CPU cost coefficients per request.")
     request_memory: RequestMemoryParams = Field(RequestMemoryParams(), description="Live and allocated bytes per request.")
     gc: GcParams = Field(GcParams(), description="Go GC, GOGC, GOMEMLIMIT, scavenger.")

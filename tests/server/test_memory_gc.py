@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simapf.server import ResourceModel, ServerParams, ServingPath
+from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.params import MiB
 
 from srvhelp import S, cost, open_loop
@@ -14,8 +14,10 @@ MB = 1e6
 
 
 def params(**gc) -> ServerParams:
-    """100 MB live heap, no roots, no metadata, 50 MB non-heap: round numbers."""
+    """100 MB live heap, no roots, no metadata, 50 MB non-heap, marking 1 GB per core-second:
+    round numbers."""
     gc.setdefault("roots_bytes", 0)
+    gc.setdefault("mark_rate_bytes_per_core_s", 1e9)
     return ServerParams.model_validate(
         {
             "cpu": {"cores": 16, "usable_cores": 16},
@@ -201,10 +203,11 @@ def test_cpu_limiter_keeps_gc_at_half_the_cpu_under_a_tight_memory_limit():
 
 
 def test_gc_starved_of_cpu_lets_the_heap_grow():
-    # The same stream of 1 MB LISTs (~3 cores of work) on 16 cores and on 4 saturated cores.
+    # The same stream of 1 MB LISTs (~3 cores of request work) on 16 cores and on 4 saturated cores.
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
-    roomy, _ = open_loop(ServerParams.model_validate({"cpu": {"cores": 16, "usable_cores": 16}}), 150, 8, c)
-    tight, snaps = open_loop(ServerParams.model_validate({"cpu": {"cores": 4, "usable_cores": 4}}), 150, 8, c)
+    rate = 3.0 / compute_plan(ServerParams(), c).cpu_core_s
+    roomy, _ = open_loop(ServerParams.model_validate({"cpu": {"cores": 16, "usable_cores": 16}}), rate, 8, c)
+    tight, snaps = open_loop(ServerParams.model_validate({"cpu": {"cores": 4, "usable_cores": 4}}), rate, 8, c)
     busy = (snaps[-1].cpu_seconds_total - snaps[40].cpu_seconds_total) / ((snaps[-1].t_ns - snaps[40].t_ns) / S)
     assert busy > 0.7 * 4  # the small server is nearly saturated, not diverging
     assert tight.completed >= 0.97 * roomy.completed
@@ -213,8 +216,12 @@ def test_gc_starved_of_cpu_lets_the_heap_grow():
 
 
 def test_rss_stays_near_its_peak_then_the_scavenger_returns_pages_after_a_forced_gc():
+    # A burst of large responses held whole, then nothing; a slow scavenger, to watch it work.
     c = cost(ServingPath.CACHE, 10_000_000, 1000)
-    m, snaps = open_loop(ServerParams(), 40, 300, c, stop_after_s=3, sample_ns=S)
+    p = ServerParams.model_validate(
+        {"request_memory": {"encode_buffer_multiplier": 1.5}, "gc": {"scavenge_rate_bytes_per_s": 1e8}}
+    )
+    m, snaps = open_loop(p, 40, 300, c, stop_after_s=3, sample_ns=S)
     peak = max(s.rss_bytes for s in snaps)
     at_60 = snaps[60].rss_bytes
     assert at_60 > 0.9 * peak  # no allocation, no GC: the heap sits where the burst left it
@@ -224,4 +231,4 @@ def test_rss_stays_near_its_peak_then_the_scavenger_returns_pages_after_a_forced
     assert final.heap_free_bytes < 0.1 * peak
     # Scavenging is paced: it takes a while after the forced cycle.
     released = peak - final.rss_bytes
-    assert released / ServerParams().gc.scavenge_rate_bytes_per_s > 1.0
+    assert released / p.gc.scavenge_rate_bytes_per_s > 1.0

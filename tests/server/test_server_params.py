@@ -27,7 +27,7 @@ def test_every_field_has_a_default_and_a_description():
 def test_defaults_are_consistent():
     p = ServerParams()
     assert p.cpu.cores == 16 and p.cpu.procs == 16
-    assert p.cpu.usable_cores < p.cpu.cores
+    assert p.cpu.usable < p.cpu.cores and p.cpu.usable_cores is None
     assert p.gc.gogc == 100 and p.gc.gomemlimit_bytes is None
     assert p.gc.dedicated_fraction == 0.25 and p.gc.limiter_cap_fraction == 0.5
     assert p.process.memory_limit_bytes is None

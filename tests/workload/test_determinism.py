@@ -102,7 +102,7 @@ def test_same_seed_same_results_in_processes_with_different_string_hashing(tmp_p
 def _policy_scenario(policy: str, params: dict) -> dict:
     # Open-loop LISTs of Secrets into a level narrow enough that 10 seats per LIST hurt.
     return scenario(
-        open_loop("lister", rate_per_s=40.0, count=4, request={"verb": "list", "resource": "secrets", "namespace": "random"}),
+        open_loop("lister", rate_per_s=120.0, count=4, request={"verb": "list", "resource": "secrets", "namespace": "random"}),
         open_loop("getter", rate_per_s=20.0, count=2, arrivals="constant"),
         closed_loop("users", count=3, think_s=0.2, think="exponential"),
         duration_s=30.0, seed=11, resources=[SECRETS, CONFIGMAPS],

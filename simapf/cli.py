@@ -237,5 +237,47 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     click.echo(format_sweep(df), nl=False)
 
 
+@main.command()
+@click.option("--data", "data_path", type=click.Path(dir_okay=False),
+              help="Measured CSV (default: calibration/list-memory-experiments.csv).")
+@click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
+              help="Calibration record to write (its Jacobian goes beside it as <name>.jacobian.json).")
+@click.option("--start", "start_path", type=click.Path(dir_okay=False),
+              help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
+@click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Most least-squares iterations (one grid of simulations each).")
+@click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
+@click.option("--free", "free_keys", help="Comma-separated parameters to fit (default: the built-in set).")
+@click.option("--report", "report", is_flag=True,
+              help="Instead of fitting: regenerate docs/validation.md and its figure for --params.")
+@click.option("--params", "params_path", type=click.Path(dir_okay=False),
+              help="With --report: the record to report on (default: the shipped one).")
+@click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
+              help="With --report: how to refit for leave-one-group-out.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, report, params_path, logo,
+              quiet) -> None:  # fmt: skip
+    """Fit the resource model to the measured LIST memory experiment, or report on a fit.
+
+    Every row of the data is simulated at 1, 10 and 100 seats as the experiment ran it, and
+    scipy's least_squares fits the free parameters to peak memory and CPU together. Prints
+    the fit's error figures.
+    """
+    from simapf.calibrate.command import calibrate as run_calibrate
+    from simapf.calibrate.report import generate
+
+    progress = not quiet and sys.stderr.isatty()
+    try:
+        if report:
+            summary = generate(params_path, data_path, logo_mode=logo, n_jobs=jobs, progress=progress)
+        else:
+            keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
+            summary = run_calibrate(data_path, out_path, start_path, max_iterations, jobs, keys, progress=progress)
+    except SimapfError as err:
+        _fail(err)
+    for key, value in summary.items():
+        click.echo(f"{key}: {value}")
+
+
 if __name__ == "__main__":
     main()

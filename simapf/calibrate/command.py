@@ -1,0 +1,59 @@
+"""What `simapf calibrate` does, apart from parsing its options (simapf/cli.py).
+
+    simapf calibrate [--data FILE] [--out params.yaml] [--start FILE] [--max-iterations N]
+    simapf calibrate --report [--params FILE] [--logo linear|refit|skip]
+
+A fit starts from the shipped record (`calibration/params.yaml`) unless `--start` names
+another record or ServerParams YAML, reuses the Jacobian stored next to the start record when
+it belongs to the same values (so a refit costs its iterations only), and writes the new
+record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
+from simapf.calibrate.fit import FREE_PARAMS, fit, free_params_by_key, residual_rows
+from simapf.calibrate.record import SHIPPED, build_record, load_params, write_record
+from simapf.calibrate.report import current_values, load_jacobian, save_jacobian
+
+
+def jacobian_path(record_path: str | Path) -> Path:
+    p = Path(record_path)
+    return p.with_name(p.stem + ".jacobian.json")
+
+
+def calibrate(
+    data: str | Path | None = None,
+    out: str | Path = "params.yaml",
+    start: str | Path | None = None,
+    max_iterations: int = 10,
+    n_jobs: int | None = None,
+    free_keys: list[str] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Fit, write the record and its Jacobian; returns the fit's summary figures."""
+    free = free_params_by_key(free_keys) if free_keys else FREE_PARAMS
+    data_path = Path(data) if data is not None else DEFAULT_DATA
+    rows = load_rows(data_path)
+    start_path = Path(start) if start is not None else SHIPPED
+    params, setup, _record = load_params(start_path)
+    stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup))
+    # A stored Jacobian belongs to the data (and residuals) it was computed on; reuse it only for
+    # the same residuals.
+    n_res = len(residual_rows(all_cells(rows)))
+    j0 = stored[0] if stored is not None and len(stored[1]) == n_res else None
+    result = fit(rows, params, setup, free, max_iterations=max_iterations, n_jobs=n_jobs,
+                 progress=progress, log=log, jacobian0=j0)  # fmt: skip
+    record = build_record(
+        result.params, result.setup, data_path=data_path, rows=len(rows),
+        fit=result.fit_section(), error=result.summary.as_dict(),
+    )  # fmt: skip
+    write_record(record, out)
+    save_jacobian(jacobian_path(out), free, result.values, result.jacobian, result.residuals)
+    summary = result.summary.as_dict()
+    summary.update(wall_s=round(result.wall_s, 1), iterations=result.iterations, grid_evaluations=result.evaluations)
+    return summary

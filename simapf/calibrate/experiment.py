@@ -1,0 +1,175 @@
+"""Reconstructing one measured cell as a simulation run, exactly as the experiment ran it.
+
+The experiment (kubernetes/kubernetes#132233, `calibration/README.md`): a single-node Kind
+cluster whose apiserver had 16 cores and server concurrency 800 (bootstrap APF, so an ordinary
+user's LISTs land in `global-default`), patched so that every LIST took a fixed 1, 10 or 100
+seats; one resource of `object_count` objects totalling `response_bytes`, listed whole at a
+steady QPS, served from etcd or from the watch cache, JSON, not streamed. Peak memory and CPU
+were read off a dashboard.
+
+`ExperimentSetup` holds what belongs to that set-up rather than to the apiserver: how the load
+generator sent its requests (a ramp, then evenly paced; at most so many outstanding; gzip
+accepted) and what it cost on the same node, how long the load ran before and while the
+dashboard was read, and how often the dashboard scraped. The apiserver's own parameters are
+`ServerParams`; `run_params` puts the two together for a run. Which of these were fitted and
+which chosen, and why, is in docs/validation.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from simapf.calibrate.data import Cell
+from simapf.server.list_stream import ListStreamResult, run_list_stream
+from simapf.server.params import ClientParams, ServerParams, _Params
+from simapf.server.paths import ServingPath
+
+
+MIN_WINDOW_S = 5.0
+
+
+class ExperimentSetup(_Params):
+    """The experiment's environment and how its figures were read."""
+
+    cores: float = Field(16.0, gt=0, description="The apiserver's cores (as reported).")
+    server_concurrency: int = Field(800, ge=1, description="--max-requests-inflight + --max-mutating-requests-inflight (as reported).")
+    warmup_s: float = Field(
+        30.0,
+        ge=0,
+        description=(
+            "Load before the dashboard is read: long enough for APF's borrowing (adjusted every 10 s) "
+            "to settle and for the GC pacer to learn the allocation rate; the ramp-up transient is not "
+            "what the experiment reported."
+        ),
+    )
+    ramp_s: float = Field(
+        20.0, ge=0, description="The load rises linearly to its QPS over this time at the start of the warm-up (a load generator's ramp)."
+    )
+    arrivals: Literal["poisson", "paced"] = Field(
+        "paced",
+        description=(
+            "How the load generator spaced its requests: paced = evenly at 1/QPS (a client-side rate "
+            "limiter with enough workers); poisson = independent arrivals at that mean rate."
+        ),
+    )
+    streaming_encoding: bool = Field(
+        False,
+        description=(
+            "Whether the JSON list responses were encoded item by item (KEP-5116's "
+            "StreamingCollectionEncodingToJSON, beta and on by default from 1.33) rather than whole."
+        ),
+    )
+    window_s: float = Field(30.0, gt=0, description="How long the dashboard was watched for the peak, after the warm-up.")
+    window_requests: int | None = Field(
+        60_000,
+        ge=1,
+        description=(
+            "Fast rows are watched for at most this many requests (but never less than 5 s): at thousands "
+            "of LISTs a second the peak settles within seconds, over dozens of GC cycles, and more "
+            "simulated time only costs. null = always `window_s`."
+        ),
+    )
+    trace_every_s: float = Field(0.5, gt=0, description="RSS is traced this often in the simulation.")
+    scrape_every_s: float = Field(
+        15.0,
+        gt=0,
+        description=(
+            "The dashboard's scrape interval: the peak is the highest of readings this far apart, "
+            "averaged over where the readings fall (Prometheus' usual 15 s)."
+        ),
+    )
+    client_max_in_flight: float | None = Field(
+        256.7669991539858,
+        ge=1,
+        description=(
+            "The load generator keeps at most this many LISTs outstanding (a worker pool, or HTTP/2's "
+            "stream limit); a request due beyond it waits at the client. null = no limit."
+        ),
+    )
+    client: ClientParams = Field(
+        ClientParams(colocated_core_s_per_byte=7.225736922548178e-09, colocated_gzip_core_s_per_byte=2.7403007632923093e-09, accept_gzip=True, response_latency_s=0.015832342798182453), description="The load generator on the same node: CPU it spends reading each response."
+    )
+    seed: int = Field(20250624, description="Base of every cell's random seed (arrivals).")
+
+    @property
+    def duration_s(self) -> float:
+        return self.warmup_s + self.window_s
+
+    def window_for(self, qps: float) -> float:
+        """The measurement window of a row at `qps` (see `window_requests`)."""
+        if self.window_requests is None:
+            return self.window_s
+        return min(self.window_s, max(MIN_WINDOW_S, self.window_requests / qps))
+
+    def requests_for(self, qps: float) -> float:
+        """About how many requests a row at `qps` simulates (for scheduling)."""
+        return qps * (self.warmup_s - self.ramp_s / 2 + self.window_for(qps))
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What the simulation predicts for one cell, in the experiment's units."""
+
+    row: int
+    seats: int
+    mem_mb: float  # peak RSS in MB (1e6 bytes)
+    cpu_percent: float  # apiserver CPU, percent of one core
+    rejected_fraction: float  # not served (429, or held by the client) of those due in the window
+    rejected_429_fraction: float  # rejected by APF, of those sent in the window
+    oom_kills: int
+    peak_pending: int
+    client_cores: float
+    requests: int
+
+
+def cell_seed(setup: ExperimentSetup, cell: Cell) -> list[int]:
+    """The same arrivals for a cell whatever the parameters: common random numbers, so a fit's
+    finite differences see the parameters' effect, not a new random stream."""
+    return [setup.seed, cell.row.index, cell.seats]
+
+
+def run_params(params: ServerParams, setup: ExperimentSetup) -> ServerParams:
+    """The apiserver's parameters on the experiment's node: its cores and its co-located client."""
+    return params.model_copy(
+        update={"cpu": params.cpu.model_copy(update={"cores": setup.cores}), "client": setup.client}
+    )
+
+
+def run_cell(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> CellResult:
+    """Simulate one cell as the experiment ran it and read it as the experiment did."""
+    row = cell.row
+    path = ServingPath.ETCD if row.source == "etcd" else ServingPath.CACHE
+    result: ListStreamResult = run_list_stream(
+        path,
+        row.response_bytes,
+        row.object_count,
+        qps=row.qps,
+        seats=cell.seats,
+        duration_s=setup.warmup_s + setup.window_for(row.qps),
+        warmup_s=setup.warmup_s,
+        server_concurrency=setup.server_concurrency,
+        params=run_params(params, setup),
+        seed=cell_seed(setup, cell),
+        sample_every_s=setup.trace_every_s,
+        scrape_every_s=setup.scrape_every_s,
+        cache_resource=True,
+        ramp_s=setup.ramp_s,
+        poisson=setup.arrivals == "poisson",
+        max_in_flight=None if setup.client_max_in_flight is None else int(setup.client_max_in_flight),
+        streaming=setup.streaming_encoding,
+    )
+    return CellResult(
+        row=row.index,
+        seats=cell.seats,
+        mem_mb=result.scraped_peak_rss_bytes / 1e6,
+        cpu_percent=result.mean_cpu_cores * 100.0,
+        rejected_fraction=result.rejected_fraction,
+        rejected_429_fraction=result.rejected_429_fraction,
+        oom_kills=result.oom_kills,
+        peak_pending=result.peak_pending,
+        client_cores=result.mean_client_cores,
+        requests=result.requests,
+    )

@@ -1,0 +1,397 @@
+"""Fitting the resource model to the measured cells with `scipy.optimize.least_squares`.
+
+The free parameters are a named subset of `ServerParams` (and of the experiment's set-up),
+each searched on a log scale between bounds: x_i = ln(value_i / start_i), so x = 0 is the
+start and a step of 0.05 is a 5 % change whatever the unit. Residuals, all dimensionless:
+
+- every measured memory cell: ln(predicted / measured), so over- and under-prediction by the
+  same factor weigh the same;
+- every row's CPU (at 1 seat): ln(predicted / measured);
+- every empty cell: how far the predicted rejected fraction falls short of 0.6 (0 when it is
+  above), since the experiment saw most requests rejected there;
+- every `max` row at 1 seat: the share of requests not served beyond 5 % (0 below), since the
+  experiment chose that QPS as the highest the apiserver sustained with 1 seat.
+
+The simulation is deterministic for given parameters (common random numbers per cell), but a
+peak over a window is not smooth in the parameters, so the Jacobian is taken by forward
+differences with a 5 % step, not an infinitesimal one. It is computed here, not by scipy, so
+that the runs of one Jacobian go to the workers as one batch, and a parameter that only
+touches one serving path (etcd's throughput, say) re-runs only that path's cells.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from simapf.calibrate.data import Cell, Row, cells as all_cells
+from simapf.calibrate.experiment import CellResult, ExperimentSetup
+from simapf.calibrate.grid import Simulator
+from simapf.calibrate.metrics import CPU_SEATS, Summary, summarise
+from simapf.errors import ConfigError
+from simapf.server.params import ServerParams
+
+EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion is > 0.5)
+SUSTAINED = 0.05  # max rows at 1 seat: at most this share not served
+DIFF_STEP = 0.05
+# Robust loss: a cell off by more than ~20 % (|ln ratio| > 0.2) costs linearly, not
+# quadratically, so a few cells the model's shape cannot reach do not drag the rest away
+# (the criteria are a median and a worst case, not a mean square).
+LOSS = "soft_l1"
+F_SCALE = 0.2
+BOTH = ("etcd", "cache")
+
+
+@dataclass(frozen=True)
+class FreeParam:
+    """A fitted parameter: dotted key into {server params..., experiment: {...}}, bounds in its
+    own unit, and the serving paths whose cells it can change."""
+
+    key: str
+    lo: float
+    hi: float
+    paths: tuple[str, ...] = BOTH
+    why: str = ""
+
+
+# What the calibration fits, and why each is free. Everything else keeps its sourced value
+# (Go runtime constants, KEP figures) or its documented hypothesis.
+FREE_PARAMS: tuple[FreeParam, ...] = (
+    # CPU per request (list-memory.md §6.2), by path
+    FreeParam("request_cpu.request_core_s", 1e-5, 5e-3, why="fixed CPU per request: the 100 KB rows"),
+    FreeParam("request_cpu.json_encode_core_s_per_byte", 3e-10, 5e-8, why="JSON encoding per response byte"),
+    FreeParam("request_cpu.json_encode_core_s_per_object", 1e-7, 5e-5, why="JSON encoding per object"),
+    FreeParam("request_cpu.compress_core_s_per_byte", 3e-10, 5e-8, why="gzip per response byte (>= 128 KiB)"),
+    FreeParam("request_cpu.decode_core_s_per_byte", 1e-10, 5e-8, ("etcd",), "etcd path: decode per stored byte"),
+    FreeParam("request_cpu.decode_core_s_per_object", 1e-7, 1e-4, ("etcd",), "etcd path: decode per object"),
+    FreeParam("gc.mark_rate_bytes_per_core_s", 1e8, 2e10, why="GC CPU per byte of live heap"),
+    FreeParam("cpu.usable_fraction", 0.4, 1.0, why="usable-core ceiling"),
+    # etcd
+    FreeParam("etcd.bytes_per_s", 2e7, 5e9, ("etcd",), "etcd throughput per byte"),
+    FreeParam("etcd.requests_per_s", 500.0, 1e5, ("etcd",), "etcd throughput per range"),
+    FreeParam("etcd.large_range_bytes", 1e6, 1e9, ("etcd",), "big ranges cost etcd more per byte"),
+    FreeParam("etcd.objects_per_s", 1e5, 1e8, ("etcd",), "etcd throughput per key"),
+    FreeParam("etcd.wait_live_fraction", 0.02, 3.0, ("etcd",), "receive buffers held while etcd serves"),
+    # memory
+    FreeParam("process.live_heap_bytes", 3e7, 6e8, why="baseline live heap"),
+    FreeParam("request_memory.encode_buffer_multiplier", 0.05, 4.0, why="live response buffer per byte (encoded whole)"),
+    FreeParam("request_memory.etcd_decoded_multiplier", 0.05, 8.0, ("etcd",), "etcd path: decoded bytes per stored byte"),
+    FreeParam("request_memory.struct_copy_bytes_per_object", 50.0, 2e4, ("cache",), "cache path: bytes per object copied"),
+    FreeParam("request_memory.compressor_bytes", 1e4, 1e7, why="gzip writer state per compressed response"),
+    FreeParam("gc.scavenge_rate_bytes_per_s", 1e7, 1e10, why="how fast RSS follows a shrinking heap"),
+    # the experiment's set-up
+    FreeParam(
+        "experiment.client.colocated_core_s_per_byte", 1e-10, 3e-8,
+        why="the load generator's CPU per response byte on the same node",
+    ),  # fmt: skip
+    FreeParam(
+        "experiment.client.colocated_gzip_core_s_per_byte", 1e-10, 5e-8,
+        why="the load generator's CPU to decompress a gzip response, per byte",
+    ),  # fmt: skip
+    FreeParam("experiment.client.response_latency_s", 1e-4, 0.5, why="delivery time per response (holds seats)"),
+    FreeParam("experiment.client_max_in_flight", 20.0, 5000.0, why="the load generator's outstanding requests"),
+)
+
+
+def free_params_by_key(keys: list[str]) -> tuple[FreeParam, ...]:
+    known = {fp.key: fp for fp in FREE_PARAMS}
+    missing = [k for k in keys if k not in known]
+    if missing:
+        raise ConfigError(f"calibrate: unknown free parameter(s) {', '.join(missing)}; known: {', '.join(known)}")
+    return tuple(known[k] for k in keys)
+
+
+# ------------------------------------------------------------------------------- parameters
+
+
+def _get(data: dict, key: str) -> Any:
+    for part in key.split("."):
+        data = data[part]
+    return data
+
+
+def _set(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        data = data.setdefault(part, {})
+    data[parts[-1]] = value
+
+
+def start_values(free: tuple[FreeParam, ...], params: ServerParams, setup: ExperimentSetup) -> np.ndarray:
+    """Each free parameter's value in (params, setup), within its bounds; null starts at the
+    bound that means "off" (the upper one for the `*_bytes`/`*_per_s` thresholds here)."""
+    data = {**params.model_dump(), "experiment": setup.model_dump()}
+    out = []
+    for fp in free:
+        v = _get(data, fp.key)
+        v = fp.hi if v is None else float(v)
+        out.append(min(max(v, fp.lo), fp.hi))
+    return np.array(out)
+
+
+def apply(
+    free: tuple[FreeParam, ...], values: np.ndarray, params: ServerParams, setup: ExperimentSetup
+) -> tuple[ServerParams, ExperimentSetup]:
+    """(params, setup) with the free parameters set to `values`."""
+    data = params.model_dump()
+    exp = setup.model_dump()
+    for fp, v in zip(free, values):
+        v = float(v)
+        if fp.key.startswith("experiment."):
+            _set(exp, fp.key[len("experiment.") :], v)
+        else:
+            _set(data, fp.key, v)
+    return ServerParams.model_validate(data), ExperimentSetup.model_validate(exp)
+
+
+# ------------------------------------------------------------------------------- problem
+
+
+def _sustained(c: Cell) -> bool:
+    return c.seats == CPU_SEATS and c.row.load == "max"
+
+
+def residual_rows(cells: list[Cell]) -> list[int]:
+    """The row index of each residual, in `residuals`' order."""
+    return (
+        [c.row.index for c in cells]
+        + [c.row.index for c in cells if c.seats == CPU_SEATS]
+        + [c.row.index for c in cells if _sustained(c)]
+    )
+
+
+def residuals(results: dict[tuple[int, int], CellResult], cells: list[Cell]) -> np.ndarray:
+    """The residual vector over `cells` (fixed order: memory or empty per cell, then CPU per row,
+    then not-served per sustainable row)."""
+    out = []
+    for c in cells:
+        res = results[c.key]
+        m = c.measured_mb
+        if m is None:
+            out.append(max(0.0, EMPTY_TARGET - res.rejected_fraction))
+        else:
+            out.append(math.log(max(res.mem_mb, 1e-3) / m))
+    for c in cells:
+        if c.seats == CPU_SEATS:
+            res = results[c.key]
+            out.append(math.log(max(res.cpu_percent, 1e-3) / c.row.cpu_percent))
+    for c in cells:
+        if _sustained(c):
+            out.append(max(0.0, results[c.key].rejected_fraction - SUSTAINED))
+    return np.array(out)
+
+
+class Problem:
+    """The residuals of a set of rows as a function of the log-scaled free parameters."""
+
+    def __init__(
+        self,
+        rows: list[Row],
+        params: ServerParams,
+        setup: ExperimentSetup,
+        free: tuple[FreeParam, ...],
+        simulator: Simulator,
+        progress: Callable[[int], None] | None = None,
+        jacobian0: np.ndarray | None = None,
+        refresh_every: int | None = 6,
+    ) -> None:
+        if not free:
+            raise ConfigError("calibrate: no free parameters to fit")
+        if not rows:
+            raise ConfigError("calibrate: no rows to fit")
+        self.rows = rows
+        self.cells = all_cells(rows)
+        self.params = params
+        self.setup = setup
+        self.free = free
+        self.sim = simulator
+        self.progress = progress
+        self.v0 = start_values(free, params, setup)
+        lo = np.log(np.array([fp.lo for fp in free]) / self.v0)
+        hi = np.log(np.array([fp.hi for fp in free]) / self.v0)
+        self.lo = np.minimum(lo, -1e-9)
+        self.hi = np.maximum(hi, 1e-9)
+        self.evaluations = 0.0  # grid-equivalents
+        self._cache: dict[bytes, tuple[np.ndarray, dict]] = {}
+        # Jacobian: finite differences at the start (unless given) and every `refresh_every`
+        # iterations; Broyden's rank-one update in between, from the step just taken, so an
+        # iteration costs one grid instead of one per parameter.
+        self._J = jacobian0
+        self._Jx = np.zeros(len(free)) if jacobian0 is not None else None
+        self._Jr: np.ndarray | None = None
+        self.refresh_every = refresh_every
+        self._updates = 0
+
+    def natural(self, x: np.ndarray) -> np.ndarray:
+        """The parameter values at `x`, within their bounds despite rounding in exp(log)."""
+        return np.clip(self.v0 * np.exp(x), [fp.lo for fp in self.free], [fp.hi for fp in self.free])
+
+    def at(self, x: np.ndarray) -> tuple[ServerParams, ExperimentSetup]:
+        return apply(self.free, self.natural(x), self.params, self.setup)
+
+    def values(self, x: np.ndarray) -> dict[str, float]:
+        return {fp.key: float(v) for fp, v in zip(self.free, self.natural(x))}
+
+    def simulate(self, xs: list[np.ndarray], subsets: list[list[Cell]]) -> list[dict]:
+        work = [(*self.at(x), sub) for x, sub in zip(xs, subsets)]
+        n = sum(len(w[2]) for w in work)
+        self.evaluations += n / len(self.cells)
+        return self.sim.run(work, progress=self.progress) if n else [{} for _ in work]
+
+    def evaluate(self, x: np.ndarray) -> tuple[np.ndarray, dict]:
+        key = np.asarray(x, dtype=float).tobytes()
+        if key not in self._cache:
+            results = self.simulate([x], [self.cells])[0]
+            self._cache[key] = (residuals(results, self.cells), results)
+        return self._cache[key]
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        """The Jacobian at `x`: finite differences, or a Broyden update of the last one."""
+        r, _ = self.evaluate(x)
+        if self._J is not None and self._Jr is None:
+            self._Jr = self.evaluate(self._Jx)[0]  # a given starting Jacobian belongs to x = 0
+        stale = self.refresh_every is not None and self._updates >= self.refresh_every
+        if self._J is None or stale:
+            J = self.finite_differences(x)
+            self._updates = 0
+        else:
+            dx = x - self._Jx
+            n2 = float(dx @ dx)
+            J = self._J + np.outer(r - self._Jr - self._J @ dx, dx) / n2 if n2 > 0 else self._J
+            self._updates += 1
+        self._J, self._Jx, self._Jr = J, x.copy(), r
+        return J
+
+    def finite_differences(self, x: np.ndarray) -> np.ndarray:
+        """d residual / d x_j by a forward step of DIFF_STEP (backward at the upper bound)."""
+        r0, base = self.evaluate(x)
+        steps, xs, subsets = [], [], []
+        for j, fp in enumerate(self.free):
+            h = DIFF_STEP if x[j] + DIFF_STEP <= self.hi[j] else -DIFF_STEP
+            xj = x.copy()
+            xj[j] += h
+            steps.append(h)
+            xs.append(xj)
+            subsets.append([c for c in self.cells if c.row.source in fp.paths])
+        runs = self.simulate(xs, subsets)
+        J = np.zeros((len(r0), len(self.free)))
+        for j, (h, run) in enumerate(zip(steps, runs)):
+            merged = {**base, **run}  # cells a parameter cannot touch keep the base result
+            J[:, j] = (residuals(merged, self.cells) - r0) / h
+        return J
+
+
+@dataclass
+class FitResult:
+    params: ServerParams
+    setup: ExperimentSetup
+    free: tuple[FreeParam, ...]
+    values: dict[str, float]
+    start: dict[str, float]
+    summary: Summary
+    results: dict[tuple[int, int], CellResult]
+    evaluations: float  # grid-equivalents simulated
+    cost: float
+    message: str
+    jacobian: np.ndarray  # d residual / d ln(parameter) at the solution
+    residuals: np.ndarray
+    residual_rows: list[int]
+    iterations: int = 0
+    wall_s: float = 0.0
+
+    def fit_section(self) -> dict[str, Any]:
+        """The `fit` part of a calibration record."""
+        return {
+            "method": (
+                f"scipy.optimize.least_squares (trf, loss {LOSS}, f_scale {F_SCALE}, log-scaled parameters, "
+                f"forward differences of {DIFF_STEP:.0%}, Broyden updates between them)"
+            ),
+            "free_parameters": {
+                fp.key: {"start": self.start[fp.key], "fitted": self.values[fp.key], "bounds": [fp.lo, fp.hi]}
+                for fp in self.free
+            },
+            "iterations": self.iterations,
+            "grid_evaluations": self.evaluations,
+            "wall_s": round(self.wall_s, 1),
+            "cost": self.cost,
+            "message": self.message,
+        }
+
+
+def fit(
+    rows: list[Row],
+    params: ServerParams,
+    setup: ExperimentSetup,
+    free: tuple[FreeParam, ...] = FREE_PARAMS,
+    *,
+    exclude: Callable[[Row], bool] | None = None,
+    max_iterations: int = 12,
+    n_jobs: int | None = None,
+    simulator: Simulator | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    jacobian0: np.ndarray | None = None,
+    final_jacobian: bool = True,
+) -> FitResult:
+    """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
+
+    `jacobian0`: a Jacobian at the start (e.g. the one stored with the shipped fit) saves the
+    first finite differences. `final_jacobian`: take fresh finite differences at the solution
+    for the record (leave-one-group-out uses them); otherwise the last (maybe Broyden) one."""
+    from tqdm.auto import tqdm
+
+    fit_rows = [r for r in rows if not (exclude and exclude(r))]
+    if not fit_rows:
+        raise ConfigError("calibrate: every row is excluded; nothing to fit")
+    t0 = time.perf_counter()
+    bar = tqdm(desc="calibrate", unit="run", disable=not progress, dynamic_ncols=True)
+    prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
+                   jacobian0=jacobian0)  # fmt: skip
+    say = log or (lambda msg: tqdm.write(msg))
+    best: dict[str, Any] = {"cost": math.inf}
+
+    def robust_cost(r: np.ndarray) -> float:
+        # scipy's soft_l1: rho(z) = 2 (sqrt(1 + z) - 1), z = (r / f)^2, cost = 0.5 f^2 sum rho
+        z = (r / F_SCALE) ** 2
+        return float(F_SCALE**2 * np.sum(np.sqrt(1.0 + z) - 1.0))
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        r, results = prob.evaluate(x)
+        cost = robust_cost(r)
+        if cost < best["cost"]:
+            best.update(cost=cost, x=x.copy())
+            s = summarise(fit_rows, results)
+            bar.set_postfix(cost=f"{cost:.3f}", mem=f"{s.memory_median:.0%}/{s.memory_max:.0%}", cpu=f"{s.cpu_median:.0%}")
+        return r
+
+    iterations = [0]
+
+    def callback(intermediate_result=None) -> None:
+        iterations[0] += 1
+        say(f"calibrate: iteration {iterations[0]}, cost {best['cost']:.4f}")
+
+    sol = least_squares(
+        fun, np.zeros(len(free)), jac=prob.jacobian, bounds=(prob.lo, prob.hi), method="trf",
+        x_scale=1.0, max_nfev=max_iterations, ftol=1e-6, xtol=1e-8, gtol=1e-8, callback=callback,
+        loss=LOSS, f_scale=F_SCALE,
+    )  # fmt: skip
+    x = best.get("x", sol.x)
+    r, results = prob.evaluate(x)
+    if final_jacobian:
+        say("calibrate: finite differences at the solution, for the record")
+        J = prob.finite_differences(x)
+    else:
+        J = sol.jac if np.array_equal(x, sol.x) and sol.jac is not None else prob.jacobian(x)
+    bar.close()
+    p_fit, s_fit = prob.at(x)
+    return FitResult(
+        params=p_fit, setup=s_fit, free=free, values=prob.values(x), start=prob.values(np.zeros(len(free))),
+        summary=summarise(fit_rows, results), results=results, evaluations=round(prob.evaluations, 1),
+        cost=best["cost"], message=str(sol.message), jacobian=np.asarray(J), residuals=r,
+        residual_rows=residual_rows(prob.cells), iterations=iterations[0], wall_s=time.perf_counter() - t0,
+    )  # fmt: skip

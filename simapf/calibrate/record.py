@@ -1,0 +1,127 @@
+"""Fitted parameter sets as YAML: the values, the data they were fitted on, and their error.
+
+    server:      every ServerParams field (what `ServerParams.from_yaml` reads as well)
+    experiment:  the ExperimentSetup the fit reconstructed the data with
+    fitted_at, simapf_version, data (file, sha256, rows), fit (free parameters, start and
+    fitted values, bounds, evaluations, wall time), error (the fit summary; LOGO once known)
+
+`calibration/params.yaml` is the record of the shipped defaults: a test checks that
+`ServerParams()` equals its `server` section. Floats are written exactly (the fit's 17 digits),
+so that this holds bit for bit.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simapf import __version__
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.errors import ConfigError
+from simapf.server.params import ServerParams
+
+SHIPPED = Path(__file__).resolve().parents[2] / "calibration" / "params.yaml"
+
+
+def file_digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """YAML-friendly: tuples as lists; floats kept exact, so that the record's `server`
+    section equals the defaults it was adopted into, bit for bit."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def build_record(
+    params: ServerParams,
+    setup: ExperimentSetup,
+    *,
+    data_path: str | Path,
+    rows: int,
+    fit: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    data_path = Path(data_path)
+    try:
+        shown = str(data_path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(data_path)
+    return {
+        "fitted_at": _dt.date.today().isoformat(),
+        "simapf_version": __version__,
+        "data": {"file": shown, "sha256": file_digest(data_path), "rows": rows},
+        "fit": _plain(fit or {}),
+        "error": _plain(error or {}),
+        "experiment": _plain(setup.model_dump(mode="json")),
+        "server": _plain(params.model_dump(mode="json")),
+    }
+
+
+def write_record(record: dict[str, Any], path: str | Path) -> None:
+    """Write atomically (temporary name, then rename): nothing half-written is left behind."""
+    path = Path(path)
+    header = (
+        "# simapf calibration record: resource-model parameters fitted to the LIST memory\n"
+        "# experiment (see calibration/README.md). `server` loads with ServerParams.from_yaml.\n"
+    )
+    text = header + yaml.safe_dump(record, sort_keys=False, width=100)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a record is not
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(" ".join(f"{path}: invalid YAML: {exc}".split())) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a calibration record must be a mapping")
+    return data
+
+
+def load_params(path: str | Path | None = None) -> tuple[ServerParams, ExperimentSetup, dict[str, Any]]:
+    """(server params, experiment set-up, whole record) from a record; a plain ServerParams
+    YAML (no `server` key) is accepted too, with the default experiment set-up."""
+    path = Path(path) if path is not None else SHIPPED
+    data = read_record(path)
+    if "server" not in data:
+        return ServerParams.from_dict(data, source_name=str(path)), ExperimentSetup(), {}
+    params = ServerParams.from_dict(data.get("server"), source_name=f"{path}: server")
+    try:
+        setup = ExperimentSetup.model_validate(data.get("experiment") or {})
+    except Exception as exc:  # pydantic's ValidationError, one line
+        from simapf.server.params import describe_validation_error
+
+        msg = describe_validation_error(exc) if hasattr(exc, "errors") else str(exc)
+        raise ConfigError(f"{path}: experiment.{msg}") from None
+    return params, setup, data
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,113 @@
+"""The fitting machinery: it recovers parameters that made the data, and LOGO's linear refit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simapf.calibrate.data import Row, cells
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.fit import FREE_PARAMS, Problem, apply, fit, free_params_by_key, residuals, start_values
+from simapf.calibrate.grid import Simulator, run_grid
+from simapf.calibrate.logo import _linear_step, groups
+from simapf.errors import ConfigError
+from simapf.server.params import ServerParams
+
+# A short reconstruction: the fit's logic does not depend on the window's length.
+QUICK = ExperimentSetup(ramp_s=2, warmup_s=5, window_s=6)
+
+
+def synthetic_rows(params: ServerParams) -> list[Row]:
+    """Cheap rows (10 MB from etcd at 15-20/s, two object counts) whose 'measurements' are the
+    model's own output with `params`."""
+    template = [
+        Row(i, "etcd", 1e7, count, qps, load, 100.0, ((1, 1.0), (10, 1.0), (100, 1.0)))
+        for i, (count, qps, load) in enumerate([(10, 15.0, "max"), (10, 20.0, "overload"),
+                                                (1000, 15.0, "max"), (1000, 20.0, "overload")])  # fmt: skip
+    ]
+    results = run_grid(cells(template), params, QUICK, n_jobs=1)
+    rows = []
+    for r in template:
+        mem = tuple((s, results[(r.index, s)].mem_mb) for s in (1, 10, 100))
+        rows.append(Row(r.index, r.source, r.response_bytes, r.object_count, r.qps, r.load,
+                        results[(r.index, 1)].cpu_percent, mem))  # fmt: skip
+    return rows
+
+
+@pytest.mark.slow
+def test_fit_recovers_the_parameters_that_made_the_data():
+    truth = ServerParams()
+    rows = synthetic_rows(truth)
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.decode_core_s_per_byte"])
+    true_values = start_values(free, truth, QUICK)
+    start, _ = apply(free, true_values * np.array([1.6, 0.6]), truth, QUICK)
+    res = fit(rows, start, QUICK, free, max_iterations=15, n_jobs=1, progress=False, log=lambda _m: None,
+              final_jacobian=False)  # fmt: skip
+    got = np.array([res.values[fp.key] for fp in free])
+    assert got == pytest.approx(true_values, rel=0.08)
+    assert res.summary.memory_median < 0.03 and res.summary.cpu_median < 0.03
+
+
+def test_residuals_are_log_ratios_and_empty_cell_shortfalls():
+    r = Row(0, "cache", 1e6, 100, 10.0, "max", 200.0, ((1, 500.0), (10, 400.0), (100, None)))
+
+    class Res:
+        def __init__(self, mem, cpu, rej):
+            self.mem_mb, self.cpu_percent, self.rejected_fraction = mem, cpu, rej
+
+    results = {(0, 1): Res(1000.0, 100.0, 0.0), (0, 10): Res(400.0, 90.0, 0.0), (0, 100): Res(300.0, 10.0, 0.8)}
+    out = residuals(results, cells([r]))
+    # memory at 1, 10 seats; the empty cell; CPU; the max row's share not served at 1 seat
+    assert out == pytest.approx([np.log(2.0), 0.0, 0.0, np.log(0.5), 0.0])
+    results[(0, 100)] = Res(300.0, 10.0, 0.2)
+    assert residuals(results, cells([r]))[2] == pytest.approx(0.4)  # 0.6 wanted, 0.2 rejected
+    results[(0, 1)] = Res(1000.0, 100.0, 0.3)
+    assert residuals(results, cells([r]))[4] == pytest.approx(0.25)  # 5 % allowed
+
+
+def test_path_specific_parameters_rerun_only_their_cells():
+    rows = [Row(0, "etcd", 1e7, 10, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, 500.0))),
+            Row(1, "cache", 1e7, 10, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, None)))]  # fmt: skip
+    free = free_params_by_key(["etcd.bytes_per_s", "process.live_heap_bytes"])
+    prob = Problem(rows, ServerParams(), QUICK, free, Simulator(1))
+    J = prob.finite_differences(np.zeros(2))
+    # 6 base cells, then 3 (etcd only) + 6 (both paths) perturbed ones.
+    assert prob.evaluations == pytest.approx((6 + 3 + 6) / 6)
+    cache_rows = [i for i, c in enumerate(prob.cells) if c.row.source == "cache"]
+    assert np.all(J[cache_rows, 0] == 0.0)
+    assert np.any(J[:, 1] != 0.0)
+
+
+def test_unknown_free_parameter_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown free parameter"):
+        free_params_by_key(["gc.gogcc"])
+    assert {fp.key for fp in FREE_PARAMS} >= {"cpu.usable_fraction", "etcd.bytes_per_s", "process.live_heap_bytes"}
+    for fp in FREE_PARAMS:
+        assert 0 < fp.lo < fp.hi and fp.why, fp.key
+
+
+def test_linear_refit_equals_least_squares_without_the_group_on_a_linear_problem():
+    rng = np.random.default_rng(7)
+    J = rng.normal(size=(40, 3))
+    x_true = np.array([0.3, -0.2, 0.1])
+    # Data: exact for rows 0-29, rows 30-39 pulled away (the group to leave out).
+    target = J @ x_true
+    target[30:] += 0.8
+    resid = lambda x: J @ x - target  # noqa: E731
+    x_full = np.linalg.lstsq(J, target, rcond=None)[0]
+    keep = np.r_[np.ones(30, bool), np.zeros(10, bool)]
+    lo, hi = np.full(3, -5.0), np.full(3, 5.0)
+    assert not np.allclose(x_full, x_true, atol=0.02)  # the group pulled the full fit away
+    undamped = _linear_step(J, resid(x_full), keep, lo, hi, damping=1e-9)
+    assert x_full + undamped == pytest.approx(x_true, abs=1e-6)
+    # The shipped damping goes the same way, less far.
+    dx = _linear_step(J, resid(x_full), keep, lo, hi)
+    assert np.linalg.norm(x_full + dx - x_true) < np.linalg.norm(x_full - x_true)
+    assert np.dot(dx, undamped) > 0
+
+
+def test_groups_are_experiments():
+    rows = [Row(i, s, b, n, q, l, 1.0, ((1, 1.0), (10, 1.0), (100, 1.0)))
+            for i, (s, b, n, q, l) in enumerate([("etcd", 1e5, 10, 1, "max"), ("etcd", 1e5, 10, 2, "overload"),
+                                                 ("cache", 1e5, 10, 1, "max")])]  # fmt: skip
+    assert groups(rows) == [("etcd", 1e5, 10), ("cache", 1e5, 10)]

@@ -1,0 +1,147 @@
+"""Regression of the shipped parameters against the measured experiment.
+
+The whole grid (every row at 1, 10 and 100 seats) is simulated once per test session with the
+defaults of `ServerParams` and `ExperimentSetup` (which are the calibration record's values; see
+test_data_and_record.py). Tolerances are the calibration's acceptance criteria, not what the
+model happens to reach: memory within 40 % in every measured cell and 15 % at the median, CPU
+within 15 % at the median. Cells the shipped model is known to miss are listed in
+`KNOWN_MISSES` with the reason, as strict xfails: fixing one makes its test fail until it is
+taken off the list. docs/validation.md shows every cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simapf.calibrate.data import SEATS, cells, load_rows
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.grid import run_grid
+from simapf.calibrate.metrics import EMPTY_CELL_REJECTION, summarise
+from simapf.server.params import ServerParams
+
+MEMORY_CELL_TOLERANCE = 0.40
+CPU_ROW_TOLERANCE = 0.30  # no per-row target was set; twice the median's
+ROWS = load_rows()
+
+# (row label, seats) -> why the shipped model misses it; see docs/validation.md.
+_ETCD_1MB = (
+    "1 MB from etcd at 1 seat: the data's 0.9-1.3 GB needs a backlog of hundreds of outstanding "
+    "ranges at the max QPS, which paced arrivals below etcd's fitted capacity do not build"
+)
+_CACHE_10_SEATS = (
+    "cache-served 10 MB x1000 at 10 seats: the data's 0.62-0.66 GB is below what ~49 LISTs in "
+    "flight hold in the model (see docs/validation.md, 'What the shape still cannot do')"
+)
+KNOWN_MISSES: dict[tuple[str, int], str] = {
+    ("etcd 1 MB x1000 @200/s", 1): _ETCD_1MB,
+    ("etcd 1 MB x1000 @265/s", 1): _ETCD_1MB,
+    ("cache 1 MB x100 @540/s", 1): (
+        "cache-served 1 MB x100 at its max QPS and 1 seat: the model does not saturate there, "
+        "the data's 1.5 GB implies hundreds of LISTs in flight"
+    ),
+    ("cache 10 MB x1000 @80/s", 10): _CACHE_10_SEATS,
+    ("cache 10 MB x1000 @105/s", 10): _CACHE_10_SEATS,
+}
+KNOWN_CPU_MISSES: dict[str, str] = {}
+_SATURATED = (
+    "the model reaches the data's 1-seat memory for this cache row only by saturating at its max "
+    "QPS (node CPU shared with the load generator), so it does not serve the whole max QPS"
+)
+KNOWN_SATURATED: dict[str, str] = {
+    "cache 1 MB x1000 @480/s": _SATURATED,
+    "cache 10 MB x1000 @80/s": _SATURATED,
+    "cache 10 MB x10 @80/s": _SATURATED,
+}
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return run_grid(cells(ROWS), ServerParams(), ExperimentSetup())
+
+
+def _cell_params():
+    out = []
+    for r in ROWS:
+        for s in SEATS:
+            if r.memory(s) is None:
+                continue
+            reason = KNOWN_MISSES.get((r.label, s))
+            marks = [pytest.mark.slow]
+            if reason:
+                marks.append(pytest.mark.xfail(strict=True, reason=reason))
+            out.append(pytest.param(r, s, marks=marks, id=f"{r.label}-{s}seats".replace(" ", "_")))
+    return out
+
+
+@pytest.mark.parametrize("row, seats", _cell_params())
+def test_peak_memory_of_each_cell(grid, row, seats):
+    predicted = grid[(row.index, seats)].mem_mb
+    assert predicted == pytest.approx(row.memory(seats), rel=MEMORY_CELL_TOLERANCE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, id=r.label.replace(" ", "_"),
+                  marks=[pytest.mark.xfail(strict=True, reason=KNOWN_CPU_MISSES[r.label])]
+                  if r.label in KNOWN_CPU_MISSES else []) for r in ROWS],
+)  # fmt: skip
+def test_cpu_of_each_row(grid, row):
+    assert grid[(row.index, 1)].cpu_percent == pytest.approx(row.cpu_percent, rel=CPU_ROW_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_summary_meets_the_acceptance_criteria(grid):
+    s = summarise(ROWS, grid)
+    assert s.memory_median <= 0.15
+    assert s.cpu_median <= 0.15
+    assert s.empty_passing == s.empty_cells == 18
+
+
+@pytest.mark.slow
+def test_under_overload_more_seats_never_means_more_memory(grid):
+    for r in ROWS:
+        if r.load != "overload":
+            continue
+        mem = [grid[(r.index, s)].mem_mb for s in SEATS]
+        # 2 %: the scrape-averaged peak of two nearly equal runs may differ by that much.
+        assert mem[1] <= mem[0] * 1.02, r.label
+        assert mem[2] <= mem[1] * 1.02, r.label
+
+
+@pytest.mark.slow
+def test_etcd_served_memory_grows_with_response_size(grid):
+    # Under overload, where the rows are comparable (each at 4/3 of its sustainable QPS); at
+    # `max` the 10 MB rows run at 15/s against 200-260/s for 1 MB, and the data's 10 MB figures
+    # are lower there.
+    for load in ("overload",):
+        for seats in (1, 10):
+            by_size: dict[float, list[float]] = {}
+            for r in ROWS:
+                if r.source == "etcd" and r.load == load:
+                    by_size.setdefault(r.response_bytes, []).append(grid[(r.index, seats)].mem_mb)
+            sizes = sorted(by_size)
+            for small, big in zip(sizes, sizes[1:]):
+                assert min(by_size[big]) > max(by_size[small]), (load, seats, small, big)
+
+
+@pytest.mark.slow
+def test_the_cells_the_data_leaves_empty_show_most_requests_rejected(grid):
+    for r in ROWS:
+        for s in SEATS:
+            if r.memory(s) is None:
+                assert grid[(r.index, s)].rejected_fraction > EMPTY_CELL_REJECTION, (r.label, s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, id=r.label.replace(" ", "_"),
+                  marks=[pytest.mark.xfail(strict=True, reason=KNOWN_SATURATED[r.label])]
+                  if r.label in KNOWN_SATURATED else [])
+     for r in ROWS if r.load == "max"],
+)  # fmt: skip
+def test_at_the_sustainable_qps_one_seat_serves_nearly_everything(grid, row):
+    # The data's `max` QPS is by definition what the apiserver sustained with 1 seat.
+    assert grid[(row.index, 1)].rejected_fraction <= 0.05

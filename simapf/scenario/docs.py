@@ -54,6 +54,7 @@ UNITS: dict[str, str] = {
     "RateLimit.burst": "tokens",
     "_Client.count": "instances",
     "ClosedLoopClient.iterations": "requests",
+    "OpenLoopClient.max_in_flight": "requests",
     "ListSpec.page_size": "objects",
     "Backoff.factor": "ratio",
     "Backoff.jitter": "fraction",

@@ -385,6 +385,15 @@ class OpenLoopClient(_Client):
     kind: Literal["open_loop"] = Field(description="open_loop: this kind of client.")
     rate_per_s: float = Field(..., gt=0, description="Requests per second per instance.")
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
+    max_in_flight: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "At most this many requests outstanding across all instances, as a load generator's worker "
+            "pool: a request due beyond it waits at the client, in order, and is sent when a response "
+            "returns. null = every request is sent when due."
+        ),
+    )
     request: RequestTemplate = Field(..., description="Sent at every arrival.")
 
 

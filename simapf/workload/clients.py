@@ -9,6 +9,7 @@ runs that differ only in APF policy see the same arrivals, think times and jitte
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from typing import Callable
 
 import numpy as np
@@ -203,8 +204,35 @@ class OpenLoopInstance(_TemplateSender):
     def _arrive(self, _=None) -> None:
         if not self.active:
             return
-        self.send_template(self.group.spec.request, _ignore)
+        group = self.group
+        cap = group.spec.max_in_flight
+        if cap is None:
+            self.send_template(group.spec.request, _ignore)
+        elif group.outstanding < cap:
+            group.outstanding += 1
+            self._send_counted()
+        else:
+            group.held.append(self)
         self.ctx.timers.after(self._gap(), self._arrive)
+
+    def _send_counted(self, _=None) -> None:
+        """Send one request that holds a slot of the group's `max_in_flight` until it returns."""
+        if not self.active:
+            self._returned(False)
+            return
+        self.send_template(self.group.spec.request, self._returned)
+
+    def _returned(self, _ok: bool) -> None:
+        group = self.group
+        group.outstanding -= 1
+        while group.held:
+            inst = group.held.popleft()
+            if inst.active:
+                # The slot passes to the oldest held request, sent from a fresh event rather than
+                # from inside the server's completion callback.
+                group.outstanding += 1
+                self.ctx.timers.after(0, inst._send_counted)
+                break
 
 
 class ClosedLoopInstance(_TemplateSender):
@@ -535,6 +563,8 @@ class ClientGroup:
         self.resource = resolve_resource
         self.instances: list[Instance] = []
         self.iterations_left = getattr(spec, "iterations", None)
+        self.outstanding = 0  # open-loop requests holding a max_in_flight slot
+        self.held: deque[Instance] = deque()  # open-loop arrivals waiting for a slot, oldest first
         self.start_rng = stream(ctx.seed, spec.name, 0, "start")
         self._cls = INSTANCE_CLASSES[spec.kind]
 

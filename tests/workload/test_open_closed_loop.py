@@ -180,3 +180,36 @@ def test_ramp_adds_and_removes_instances_linearly():
     assert df["received_s"].max() < 10.0  # stopped instances send nothing more
     between = df[(df["received_s"] >= 7.0) & (df["received_s"] < 9.0)]
     assert len(between) == 5 * 10 * 2  # five instances at 10/s for 2 s
+
+
+# ------------------------------------------------------------------------- a capped load generator
+
+_BIG = {"name": "configmaps", "count": 2000, "namespaces": 1, "object_size": {"mean_bytes": 10_000, "distribution": "constant"}}
+_WHOLE_LIST = {"verb": "list", "resource": "configmaps", "namespace": None, "options": {"limit": 0}}
+
+
+def _most_outstanding(df) -> int:
+    # Requests outstanding after each send; a response returning at the instant of a send frees
+    # its slot first (that is when a held request goes).
+    events = sorted([(t, 1) for t in df["received_s"]] + [(t, -1) for t in df["done_s"]])
+    return int(max(np.cumsum([d for _, d in events])))
+
+
+@pytest.mark.parametrize("cap", [1, 3, 8])
+def test_max_in_flight_caps_the_requests_outstanding_and_holds_the_rest_in_order(cap):
+    client = open_loop(rate_per_s=100.0, arrivals="constant", count=2, request=_WHOLE_LIST, retry={"max_retries": 0})
+    _, free = simulate(scenario(client, duration_s=4.0, resources=[_BIG]))
+    _, capped = simulate(scenario({**client, "max_in_flight": cap}, duration_s=4.0, resources=[_BIG]))
+    uncapped, held = _first_attempts(free, "open"), _first_attempts(capped, "open")
+    # The load is heavier than the cap allows: without it more are outstanding at once.
+    assert _most_outstanding(uncapped) > cap
+    assert _most_outstanding(held) == cap
+    # A held request goes as soon as a response frees a slot: every send after the first `cap`
+    # is at the moment some response returned (or when it fell due, if a slot was free).
+    done = set(held["done_s"])
+    due = np.arange(1, len(held) + 1) / 200.0  # both instances, every 10 ms, in turn
+    sent = np.sort(held["received_s"].to_numpy())
+    assert all(s in done or np.isclose(s, due, atol=1e-9).any() for s in sent[cap:])
+    # Fewer are sent than fell due, none before it fell due, and the backlog is kept, not dropped.
+    assert len(held) < len(uncapped)
+    assert np.all(sent >= due[: len(sent)] - 1e-9)

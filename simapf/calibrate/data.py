@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simapf.errors import ConfigError
+from simapf.files import read_text
 
 SEATS = (1, 10, 100)
 SOURCES = ("etcd", "cache")
@@ -79,12 +80,7 @@ def _size(nbytes: float) -> str:
 def load_rows(path: str | Path | None = None) -> list[Row]:
     """Read and check the measured CSV; bad input raises a one-line `ConfigError`."""
     path = Path(path) if path is not None else DEFAULT_DATA
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    text = read_text(path)
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

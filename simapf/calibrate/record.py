@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import yaml
 from simapf import __version__
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.errors import ConfigError
+from simapf.files import read_yaml, write_text_atomic
 from simapf.server.params import ServerParams
 
 SHIPPED = Path(__file__).resolve().parents[2] / "calibration" / "params.yaml"
@@ -76,28 +75,12 @@ def write_record(record: dict[str, Any], path: str | Path) -> None:
         "# experiment (see calibration/README.md). `server` loads with ServerParams.from_yaml.\n"
     )
     text = header + yaml.safe_dump(record, sort_keys=False, width=100)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a record is not
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(" ".join(f"{path}: invalid YAML: {exc}".split())) from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a calibration record must be a mapping")
     return data
@@ -119,9 +102,3 @@ def load_params(path: str | Path | None = None) -> tuple[ServerParams, Experimen
         msg = describe_validation_error(exc) if hasattr(exc, "errors") else str(exc)
         raise ConfigError(f"{path}: experiment.{msg}") from None
     return params, setup, data
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -18,7 +18,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +32,7 @@ from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_sum
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
 from simapf.calibrate.record import SHIPPED, load_params
 from simapf.errors import ConfigError
+from simapf.files import write_text_atomic
 from simapf.server.params import ServerParams
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[st
         "residuals": [float(x) for x in residuals],
         "jacobian": [[float(x) for x in row] for row in jacobian],
     }
-    _atomic_write(Path(path), json.dumps(data, indent=None) + "\n")
+    write_text_atomic(Path(path), json.dumps(data, indent=None) + "\n")
 
 
 def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[str, float]):
@@ -70,25 +70,6 @@ def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[s
         if not math.isclose(v, current[k], rel_tol=1e-5):
             return None
     return np.array(data["jacobian"]), np.array(data["residuals"])
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a record is not
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def current_values(free: tuple[FreeParam, ...], params: ServerParams, setup: ExperimentSetup) -> dict[str, float]:
@@ -402,7 +383,7 @@ def generate(
     bar.close()
     text = build_report(rows, results, record, params_path, setup, logo, logo_mode, grid_s)
     figure(rows, results, Path(figures_dir))
-    _atomic_write(Path(out), text)
+    write_text_atomic(Path(out), text)
     summary = summarise(rows, results).as_dict()
     if logo:
         summary.update(logo_summary(logo))

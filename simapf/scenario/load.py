@@ -27,6 +27,7 @@ from simapf.apf.config import (
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
+from simapf.files import read_yaml
 from simapf.scenario.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
@@ -42,22 +43,6 @@ class LoadedScenario:
 
 
 # -------------------------------------------------------------------------- reading
-
-
-def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(" ".join(f"{path}: invalid YAML{where}: {problem}".split())) from None
 
 
 def load_scenario(

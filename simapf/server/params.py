@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from simapf.errors import ConfigError
+from simapf.files import read_yaml
 
 MiB = 1 << 20
 
@@ -441,19 +441,7 @@ class ServerParams(_Params):
     def from_yaml(cls, path: str | Path) -> "ServerParams":
         """Load from a YAML file holding a mapping with any subset of the fields."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError(" ".join(f"{path}: invalid YAML{where}: {problem}".split())) from None
+        data = read_yaml(path)
         return cls.from_dict(data, source_name=str(path))
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
-from simapf.errors import ConfigError
+from simapf.errors import ConfigError, SimapfError
 
 
 def read_text(path: Path) -> str:
@@ -51,4 +53,27 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def directory_written_whole(out: Path) -> Iterator[Path]:
+    """Yield a temporary directory beside `out`; when the block ends, it becomes `out` (an
+    earlier `out` is moved aside and removed). If the block fails, nothing of it is left."""
+    if out.exists() and not out.is_dir():
+        raise SimapfError(f"--out {out}: exists and is not a directory")
+    parent = out.parent if str(out.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        yield tmp
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -7,9 +7,6 @@ it can be traced back to the run that made it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +16,7 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.errors import SimapfError
+from simapf.files import directory_written_whole
 from simapf.observe import LABELS, RECORD_FIELDS
 
 if TYPE_CHECKING:
@@ -75,12 +72,7 @@ class Result:
         `out_dir`. Files are written to a temporary directory first and moved into place, so an
         interrupted write leaves no half-written directory."""
         out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise SimapfError(f"--out {out}: exists and is not a directory")
-        parent = out.parent if str(out.parent) else Path(".")
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-        try:
+        with directory_written_whole(out) as tmp:
             self.series.to_parquet(tmp / "series.parquet", index=False)
             self.series.to_csv(tmp / "series.csv", index=False)
             self.latency.to_csv(tmp / "latency.csv", index=False)
@@ -92,17 +84,6 @@ class Result:
                 from simapf.figures import overview_figure, save_figure
 
                 save_figure(overview_figure(self), tmp / "overview")
-            if out.exists():
-                # Replace an earlier run's files: move the old directory aside, then swap.
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-                os.replace(out, old / out.name)
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return out
 
 

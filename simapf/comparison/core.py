@@ -15,9 +15,6 @@ scenario's own seed (so it matches `simapf run`); replication r > 0 a seed deriv
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -26,7 +23,8 @@ import pandas as pd
 
 from simapf.comparison.policies import Policy, parse_policy
 from simapf.comparison.stats import paired_differences, summarise, table_metrics
-from simapf.errors import ConfigError, SimapfError
+from simapf.errors import ConfigError
+from simapf.files import directory_written_whole
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.sweeps.backends import choose, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
@@ -72,12 +70,7 @@ class Comparison:
         """runs.parquet/.csv, table.csv, differences.csv, comparison.txt and the figure
         (comparison.png/.svg) in `out_dir`, written to a temporary directory and moved into place."""
         out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise SimapfError(f"--out {out}: exists and is not a directory")
-        parent = out.parent if str(out.parent) else Path(".")
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-        try:
+        with directory_written_whole(out) as tmp:
             self.runs.to_parquet(tmp / "runs.parquet", index=False)
             self.runs.to_csv(tmp / "runs.csv", index=False)
             self.table.to_csv(tmp / "table.csv", index=False)
@@ -87,16 +80,6 @@ class Comparison:
                 from simapf.figures import save_figure
 
                 save_figure(self.figure(), tmp / "comparison")
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-                os.replace(out, old / out.name)
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return out
 
 

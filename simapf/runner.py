@@ -55,6 +55,7 @@ class Simulation:
             ),
             object_stats=self.inventory,
             wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
+            rng=stream(seed, "apiserver", 0, "work"),
         )
         self.server.model.set_watch_cache(self.inventory.cached_resources())
         self._cache_version = 0

@@ -97,9 +97,17 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     FreeParam("experiment.client_max_in_flight", 20.0, 5000.0, why="the load generator's outstanding requests"),
 )
 
+# Free on request (`--free`), for the streamed, varied reconstruction under evaluation
+# (calibration/candidates/README.md).
+EXTRA_FREE_PARAMS: tuple[FreeParam, ...] = (
+    FreeParam("request_memory.streaming_item_buffer_multiplier", 0.1, 8.0, why="live bytes of the streaming encoder per item byte"),
+    FreeParam("request_memory.streaming_alloc_multiplier", 0.1, 8.0, why="allocation of the streaming encoder per response byte"),
+    FreeParam("request_cpu.work_cv", 0.05, 2.0, why="how much identical requests' work varies"),
+)
+
 
 def free_params_by_key(keys: list[str]) -> tuple[FreeParam, ...]:
-    known = {fp.key: fp for fp in FREE_PARAMS}
+    known = {fp.key: fp for fp in FREE_PARAMS + EXTRA_FREE_PARAMS}
     missing = [k for k in keys if k not in known]
     if missing:
         raise ConfigError(f"calibrate: unknown free parameter(s) {', '.join(missing)}; known: {', '.join(known)}")
@@ -356,9 +364,10 @@ def fit(
     best: dict[str, Any] = {"cost": math.inf}
 
     def robust_cost(r: np.ndarray) -> float:
-        # scipy's soft_l1: rho(z) = 2 (sqrt(1 + z) - 1), z = (r / f)^2, cost = 0.5 f^2 sum rho
+        # scipy's cost for LOSS: 0.5 f^2 sum rho((r / f)^2)
         z = (r / F_SCALE) ** 2
-        return float(F_SCALE**2 * np.sum(np.sqrt(1.0 + z) - 1.0))
+        rho = 2.0 * (np.sqrt(1.0 + z) - 1.0) if LOSS == "soft_l1" else z
+        return float(0.5 * F_SCALE**2 * np.sum(rho))
 
     def fun(x: np.ndarray) -> np.ndarray:
         r, results = prob.evaluate(x)

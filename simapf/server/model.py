@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterable, NamedTuple
 
+import numpy as np
 import simpy
 
 from simapf.server.costs import RequestPlan, compute_plan, refill_plan
@@ -27,6 +28,7 @@ from simapf.server.memory import MemoryModel
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.process import ProcessState, ServerProcessState
+from simapf.server.variation import WorkVariation
 
 DoneCallback = Callable[[int], None]
 
@@ -76,7 +78,9 @@ class ServerSnapshot(NamedTuple):
 class ResourceModel:
     """CPU, etcd, memory and the Go GC of one kube-apiserver, driven per request."""
 
-    def __init__(self, env: simpy.Environment, params: ServerParams | None = None) -> None:
+    def __init__(
+        self, env: simpy.Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None
+    ) -> None:
         self.env = env
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
@@ -103,6 +107,7 @@ class ResourceModel:
         self.completed = 0
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
+        self.vary = WorkVariation(params.request_cpu.work_cv, rng)
 
     # ------------------------------------------------------------------ per request
 
@@ -131,7 +136,8 @@ class ResourceModel:
                 mem.inflight_live += plan.wait_live_bytes
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
                     return True  # killed; the on_oom hooks told the runtime
-            self.etcd.read(plan.etcd_work, self._after_etcd, req)
+            work = plan.etcd_work * self.vary()
+            self.etcd.read(work, self._after_etcd, req)
         else:
             self._begin_cpu(req)
         return True
@@ -149,7 +155,8 @@ class ResourceModel:
         assist = mem.allocate(plan.alloc_bytes)
         if assist < 0.0:
             return  # the allocation killed the process
-        self.cpu.add(plan.cpu_core_s + assist, self._finish, req)
+        work = plan.cpu_core_s * self.vary()
+        self.cpu.add(work + assist, self._finish, req)
 
     def _finish(self, req: tuple[RequestPlan, DoneCallback]) -> None:
         plan = req[0]
@@ -159,7 +166,8 @@ class ResourceModel:
             self.memory.inflight_live -= plan.live_bytes - plan.write_live_bytes
             self.writing += 1
             if plan.write_core_s:
-                self.cpu.add(plan.write_core_s, self._read, req, foreign=True)
+                work = plan.write_core_s * self.vary()
+                self.cpu.add(work, self._read, req, foreign=True)
             else:
                 self._read(req)
             return

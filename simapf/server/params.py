@@ -264,6 +264,17 @@ class RequestCpuParams(_Params):
     request_core_s: float = Field(
         0.0007013264604043627, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
+    work_cv: float = Field(
+        0.0,
+        ge=0,
+        le=3,
+        description=(
+            "Coefficient of variation of each request's work: its CPU, its etcd range and a co-located "
+            "client's reading, each scaled by a gamma factor of mean 1. Identical LISTs still differ "
+            "(scheduling, cache misses, assists), and without it a cohort dispatched together stays "
+            "together (simapf/server/variation.py). 0 = every request of a kind costs exactly its plan (the shipped calibration)."
+        ),
+    )
     etcd_request_core_s: float = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")
     etcd_receive_core_s_per_byte: float = Field(
         1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis (the fit moves decode_core_s_per_byte, with which it is collinear)."

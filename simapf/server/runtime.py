@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import simpy
 
 from simapf.apf.clock import FINISH
@@ -115,10 +116,12 @@ class SimulatedAPIServer:
         gates: FeatureGates = FeatureGates(),
         object_stats: ObjectStatsSource | None = None,
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
+        rng: np.random.Generator | None = None,
     ) -> None:
+        """`rng`: the stream that varies each request's work (`request_cpu.work_cv`)."""
         self.env = env
         self.scheduler = SimPyScheduler(env)
-        self.model = ResourceModel(env, params)
+        self.model = ResourceModel(env, params, rng)
         self._apf_args = dict(
             objects=apf_objects if apf_objects is not None else bootstrap_objects(),
             server_concurrency=server_concurrency, estimator=estimator, gates=gates,

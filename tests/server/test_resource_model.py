@@ -19,9 +19,13 @@ from simapf.server import (
 from srvhelp import S, cost, open_loop
 
 
+# Exact timings need every request to cost exactly its plan.
+EXACT = ServerParams(request_cpu={"work_cv": 0.0})
+
+
 def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
     env = simpy.Environment()
-    m = ResourceModel(env)
+    m = ResourceModel(env, EXACT)
     c = cost(ServingPath.CACHE, 1_000_000, 100)
     plan = m.plan(c)
     before = m.snapshot()
@@ -44,7 +48,7 @@ def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
 
 def test_etcd_list_waits_for_etcd_then_runs_on_cpu():
     env = simpy.Environment()
-    m = ResourceModel(env)
+    m = ResourceModel(env, EXACT)
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     plan = m.plan(c)
     done: list[int] = []
@@ -86,7 +90,8 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     assert cache.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object + mem.encode_buffer_multiplier * S_)
     streamed = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))
     assert streamed.live_bytes < cache.live_bytes
-    assert streamed.alloc_bytes > cache.alloc_bytes  # streaming allocates more in total
+    enc = mem.encode_alloc_multiplier * S_
+    assert cache.alloc_bytes - streamed.alloc_bytes == pytest.approx(enc * (1.0 - mem.streaming_alloc_multiplier))
     assert streamed.cpu_core_s > cache.cpu_core_s
     # WatchList holds a constant, whatever the collection size.
     small = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e5, 10), True))
@@ -147,7 +152,7 @@ def test_usable_core_ceiling_caps_cpu():
 
 def test_etcd_wait_can_hold_the_receive_buffer():
     env = simpy.Environment()
-    m = ResourceModel(env, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}}))
+    m = ResourceModel(env, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}, "request_cpu": {"work_cv": 0.0}}))
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     m.start(c, lambda t: None)
     assert m.snapshot().inflight_live_bytes == pytest.approx(1_000_000)

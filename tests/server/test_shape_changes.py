@@ -90,7 +90,11 @@ def test_foreign_jobs_share_the_cores_but_not_the_process_cpu():
 
 def test_a_colocated_client_reads_the_response_holding_its_buffer():
     p = ServerParams.model_validate(
-        {"client": {"colocated_core_s_per_byte": 1e-8, "response_latency_s": 0.05}, "cpu": {"usable_fraction": 1.0}}
+        {
+            "client": {"colocated_core_s_per_byte": 1e-8, "response_latency_s": 0.05},
+            "cpu": {"usable_fraction": 1.0},
+            "request_cpu": {"work_cv": 0.0},  # exact timings
+        }
     )
     env = simpy.Environment()
     m = ResourceModel(env, p)

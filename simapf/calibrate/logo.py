@@ -11,8 +11,9 @@ Two ways to refit:
   At an exact optimum of the full fit the latter is zero and what moves the parameters is
   exactly the left-out group's pull; the step removes it as far as the model is locally linear.
   Only the left-out cells are simulated, so all groups cost about one grid.
-- `refit`: `least_squares` again without the group, a few iterations from the full fit:
-  what the linear step approximates, at a full calibration's cost per group.
+- `refit`: `least_squares` again without the group, a few iterations from the full fit
+  (starting from the full fit's Jacobian when one is given): what the linear step
+  approximates, at a few grids per group.
 """
 
 from __future__ import annotations
@@ -124,8 +125,12 @@ def leave_one_group_out(
             p_g, s_g = prob.at(dx)
             shift = {fp.key: float(np.exp(d)) for fp, d in zip(free, dx)}
         else:
+            # The full fit's Jacobian, restricted to the kept residuals (the same order as the
+            # refit's own), saves each refit its first finite differences: a grid per parameter.
+            keep = ~np.isin(rrows, list(members))
             res = fit(rows, params, setup, free, exclude=lambda r, g=g: r.group == g,
-                      max_iterations=refit_iterations, simulator=sim, progress=False, log=lambda _m: None)  # fmt: skip
+                      max_iterations=refit_iterations, simulator=sim, progress=False, log=lambda _m: None,
+                      jacobian0=None if jacobian is None else jacobian[keep], final_jacobian=False)  # fmt: skip
             p_g, s_g = res.params, res.setup
             shift = {k: res.values[k] / v for k, v in zip(res.values, v0)}
         refitted.append((g, p_g, s_g, shift))

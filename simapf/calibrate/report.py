@@ -374,7 +374,7 @@ def generate(
         keys = free_keys or fitted or [fp.key for fp in FREE_PARAMS]
         free = free_params_by_key(keys)
         jpath = params_path.with_name(params_path.stem + ".jacobian.json")
-        stored = load_jacobian(jpath, free, current_values(free, params, setup)) if logo_mode == "linear" else None
+        stored = load_jacobian(jpath, free, current_values(free, params, setup))
         if logo_mode == "linear" and stored is None:
             log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
         J, r = stored if stored is not None else (None, None)

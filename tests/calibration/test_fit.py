@@ -111,3 +111,60 @@ def test_groups_are_experiments():
             for i, (s, b, n, q, l) in enumerate([("etcd", 1e5, 10, 1, "max"), ("etcd", 1e5, 10, 2, "overload"),
                                                  ("cache", 1e5, 10, 1, "max")])]  # fmt: skip
     assert groups(rows) == [("etcd", 1e5, 10), ("cache", 1e5, 10)]
+
+
+class _LogLinearSimulator:
+    """A stand-in for the grid: memory is the baseline heap (MB) times a per-row factor, CPU
+    the fixed CPU per request times QPS; it counts the cells it is asked to run."""
+
+    def __init__(self) -> None:
+        self.cells_run = 0
+
+    def run(self, work, progress=None):
+        from simapf.calibrate.experiment import CellResult
+
+        out = []
+        for params, _setup, cells_ in work:
+            self.cells_run += len(cells_)
+            heap_mb = params.process.live_heap_bytes / 1e6
+            out.append({
+                c.key: CellResult(c.row.index, c.seats, heap_mb * (1.0 + 0.1 * c.row.index),
+                                  params.request_cpu.request_core_s * c.row.qps * 100.0, 0.0, 0.0, 0, 0, 0.0, 0)
+                for c in cells_
+            })  # fmt: skip
+        return out
+
+
+def test_refit_logo_starts_from_the_full_fits_jacobian():
+    from simapf.calibrate.logo import leave_one_group_out
+
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
+    truth = ServerParams()
+    heap, core_s = truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s
+    rows = []
+    for i, (size, qps) in enumerate([(1e5, 100.0), (1e6, 50.0), (1e7, 10.0)]):
+        bias = 1.5 if i == 2 else 1.0  # the last group disagrees with the others
+        mem = heap * (1.0 + 0.1 * i) * bias
+        rows.append(Row(i, "etcd", size, 10, qps, "max", core_s * qps * 100.0, ((1, mem), (10, mem), (100, mem))))
+    sim = _LogLinearSimulator()
+    prob = Problem(rows, truth, QUICK, free, sim)
+    r0, _ = prob.evaluate(np.zeros(2))
+    J = prob.finite_differences(np.zeros(2))
+
+    def logo(jacobian):
+        sim.cells_run = 0
+        preds = leave_one_group_out(rows, truth, QUICK, free, jacobian=jacobian, residuals=r0, mode="refit",
+                                    simulator=sim)  # fmt: skip
+        return preds, sim.cells_run
+
+    with_j, cost_with = logo(J)
+    without_j, cost_without = logo(None)
+    # Given the Jacobian, no refit takes finite differences of its own: two parameters' worth
+    # of cells per group fewer.
+    assert cost_without - cost_with == 3 * 2 * 2 * 3
+    # Refitted without the biased group, the heap is the truth again, and the biased group is
+    # then predicted 1/1.5 of its measurement; the other groups are predicted exactly.
+    for preds in (with_j, without_j):
+        errors = {p.group[1]: p.memory_errors for p in preds}
+        assert errors[1e7] == pytest.approx([1 / 1.5 - 1] * 3, abs=0.01)
+        assert max(abs(e) for e in errors[1e5] + errors[1e6]) > 0.05  # fitted with the biased group in

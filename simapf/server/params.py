@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
@@ -53,6 +53,16 @@ def parse_bytes(value: Any) -> Any:
 
 Bytes = Annotated[float, BeforeValidator(parse_bytes), Field(ge=0)]
 OptionalBytes = Annotated[float | None, BeforeValidator(parse_bytes)]
+
+
+def _positive_or_null(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise ValueError("must be positive or null")
+    return value
+
+
+# A size whose null means "none" (no limit, no growth): 0 or less is a mistake, not a value.
+OptionalPositiveBytes = Annotated[OptionalBytes, AfterValidator(_positive_or_null)]
 
 
 def _gogc(value: Any) -> Any:
@@ -138,18 +148,12 @@ class ProcessParams(_Params):
     heap_metadata_fraction: float = Field(
         0.03, ge=0, le=1, description="Runtime metadata and fragmentation in RSS per byte of retained heap (list-memory.md §4.7: ~3-5 %)."
     )
-    memory_limit_bytes: OptionalBytes = Field(
+    memory_limit_bytes: OptionalPositiveBytes = Field(
         None, description="Container memory limit: RSS above it is an OOM kill. None = no limit."
     )
     restart_s: float = Field(
         30.0, ge=0, description="Time from an OOM kill until the new process serves again (kubelet restart + startup), before the watch caches refill. Hypothesis."
     )
-
-    @model_validator(mode="after")
-    def _check(self) -> "ProcessParams":
-        if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
-            raise ValueError("memory_limit_bytes must be positive or null")
-        return self
 
 
 class WatchCacheParams(_Params):
@@ -194,7 +198,7 @@ class EtcdParams(_Params):
             "servers); fifo: `concurrency` ranges are served at a time, the rest wait in arrival order."
         ),
     )
-    large_range_bytes: OptionalBytes = Field(
+    large_range_bytes: OptionalPositiveBytes = Field(
         11345427.894867107,
         description=(
             "Per-byte range cost grows by a factor (1 + bytes/large_range_bytes): big ranges cost etcd "
@@ -209,12 +213,6 @@ class EtcdParams(_Params):
             "has arrived (gRPC receive buffers of interleaved responses). 0: nothing until it has arrived. Fitted."
         ),
     )
-
-    @model_validator(mode="after")
-    def _check(self) -> "EtcdParams":
-        if self.large_range_bytes is not None and self.large_range_bytes <= 0:
-            raise ValueError("large_range_bytes must be positive or null")
-        return self
 
 
 class ClientParams(_Params):
@@ -364,7 +362,7 @@ class GcParams(_Params):
     gogc: Annotated[int | None, BeforeValidator(_gogc)] = Field(
         100, ge=0, description="GOGC percent; `off` or null turns the GOGC goal off."
     )
-    gomemlimit_bytes: OptionalBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
+    gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: float = Field(
         938573083.9386973,
         gt=0,
@@ -408,8 +406,6 @@ class GcParams(_Params):
     def _check(self) -> "GcParams":
         if self.trigger_min_fraction > self.trigger_max_fraction:
             raise ValueError("trigger_min_fraction must not exceed trigger_max_fraction")
-        if self.gomemlimit_bytes is not None and self.gomemlimit_bytes <= 0:
-            raise ValueError("gomemlimit_bytes must be positive or null")
         return self
 
 

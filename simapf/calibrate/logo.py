@@ -118,8 +118,8 @@ def leave_one_group_out(
     dx_all = _linear_step(jacobian, residuals, everything, prob.lo, prob.hi, f_scale) if mode == "linear" else None
     for g in groups(rows):
         members = {r.index for r in rows if r.group == g}
+        keep = ~np.isin(rrows, list(members))
         if mode == "linear":
-            keep = ~np.isin(rrows, list(members))
             dx = _linear_step(jacobian, residuals, keep, prob.lo, prob.hi, f_scale) - dx_all
             dx = np.clip(dx, np.maximum(prob.lo, -MAX_STEP), np.minimum(prob.hi, MAX_STEP))
             p_g, s_g = prob.at(dx)
@@ -127,7 +127,6 @@ def leave_one_group_out(
         else:
             # The full fit's Jacobian, restricted to the kept residuals (the same order as the
             # refit's own), saves each refit its first finite differences: a grid per parameter.
-            keep = ~np.isin(rrows, list(members))
             res = fit(rows, params, setup, free, exclude=lambda r, g=g: r.group == g,
                       max_iterations=refit_iterations, simulator=sim, progress=False, log=lambda _m: None,
                       jacobian0=None if jacobian is None else jacobian[keep], final_jacobian=False)  # fmt: skip

@@ -248,6 +248,9 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="Most least-squares iterations (one grid of simulations each).")
 @click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.option("--free", "free_keys", help="Comma-separated parameters to fit (default: the built-in set).")
+@click.option("--loss", type=click.Choice(["soft_l1", "linear"]), default="soft_l1", show_default=True,
+              help="Least-squares loss: soft_l1 lets a few unreachable cells cost linearly; linear weighs "
+                   "the worst cells fully.")
 @click.option("--report", "report", is_flag=True,
               help="Instead of fitting: regenerate docs/validation.md and its figure for --params.")
 @click.option("--params", "params_path", type=click.Path(dir_okay=False),
@@ -255,7 +258,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, report, params_path, logo,
+def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, loss, report, params_path, logo,
               quiet) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
 
@@ -272,7 +275,8 @@ def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, 
             summary = generate(params_path, data_path, logo_mode=logo, n_jobs=jobs, progress=progress)
         else:
             keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
-            summary = run_calibrate(data_path, out_path, start_path, max_iterations, jobs, keys, progress=progress)
+            summary = run_calibrate(data_path, out_path, start_path, max_iterations, jobs, keys, progress=progress,
+                                    loss=loss)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     for key, value in summary.items():

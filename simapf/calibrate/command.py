@@ -1,6 +1,7 @@
 """What `simapf calibrate` does, apart from parsing its options (simapf/cli.py).
 
     simapf calibrate [--data FILE] [--out params.yaml] [--start FILE] [--max-iterations N]
+                     [--free KEYS] [--loss soft_l1|linear]
     simapf calibrate --report [--params FILE] [--logo linear|refit|skip]
 
 A fit starts from the shipped record (`calibration/params.yaml`) unless `--start` names
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
-from simapf.calibrate.fit import FREE_PARAMS, fit, free_params_by_key, residual_rows
+from simapf.calibrate.fit import FREE_PARAMS, LOSS, fit, free_params_by_key, residual_rows
 from simapf.calibrate.record import SHIPPED, build_record, load_params, write_record
 from simapf.calibrate.report import current_values, load_jacobian, save_jacobian
 
@@ -34,6 +35,7 @@ def calibrate(
     free_keys: list[str] | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    loss: str = LOSS,
 ) -> dict[str, Any]:
     """Fit, write the record and its Jacobian; returns the fit's summary figures."""
     free = free_params_by_key(free_keys) if free_keys else FREE_PARAMS
@@ -47,7 +49,7 @@ def calibrate(
     n_res = len(residual_rows(all_cells(rows)))
     j0 = stored[0] if stored is not None and len(stored[1]) == n_res else None
     result = fit(rows, params, setup, free, max_iterations=max_iterations, n_jobs=n_jobs,
-                 progress=progress, log=log, jacobian0=j0)  # fmt: skip
+                 progress=progress, log=log, jacobian0=j0, loss=loss)  # fmt: skip
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),
         fit=result.fit_section(), error=result.summary.as_dict(),

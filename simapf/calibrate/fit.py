@@ -39,9 +39,11 @@ from simapf.server.params import ServerParams
 EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion is > 0.5)
 SUSTAINED = 0.05  # max rows at 1 seat: at most this share not served
 DIFF_STEP = 0.05
-# Robust loss: a cell off by more than ~20 % (|ln ratio| > 0.2) costs linearly, not
-# quadratically, so a few cells the model's shape cannot reach do not drag the rest away
-# (the criteria are a median and a worst case, not a mean square).
+# The default loss is robust: a cell off by more than ~20 % (|ln ratio| > 0.2) costs linearly,
+# not quadratically, so a few cells the model's shape cannot reach do not drag the rest away
+# (the criteria are a median and a worst case, not a mean square). `linear` (plain least
+# squares) weighs the worst cells fully; a record says which it was fitted with (`fit.loss`).
+LOSSES = ("soft_l1", "linear")
 LOSS = "soft_l1"
 F_SCALE = 0.2
 BOTH = ("etcd", "cache")
@@ -103,6 +105,10 @@ EXTRA_FREE_PARAMS: tuple[FreeParam, ...] = (
     FreeParam("request_memory.streaming_item_buffer_multiplier", 0.1, 8.0, why="live bytes of the streaming encoder per item byte"),
     FreeParam("request_memory.streaming_alloc_multiplier", 0.1, 8.0, why="allocation of the streaming encoder per response byte"),
     FreeParam("request_cpu.work_cv", 0.05, 2.0, why="how much identical requests' work varies"),
+    FreeParam(
+        "experiment.ramp_s", 1.0, 30.0,
+        why="the load generator's ramp to full QPS (not reported): it sets how a saturated row's backlog builds",
+    ),  # fmt: skip
 )
 
 
@@ -311,14 +317,16 @@ class FitResult:
     residual_rows: list[int]
     iterations: int = 0
     wall_s: float = 0.0
+    loss: str = LOSS
 
     def fit_section(self) -> dict[str, Any]:
         """The `fit` part of a calibration record."""
         return {
             "method": (
-                f"scipy.optimize.least_squares (trf, loss {LOSS}, f_scale {F_SCALE}, log-scaled parameters, "
+                f"scipy.optimize.least_squares (trf, loss {self.loss}, f_scale {F_SCALE}, log-scaled parameters, "
                 f"forward differences of {DIFF_STEP:.0%}, Broyden updates between them)"
             ),
+            "loss": self.loss,
             "free_parameters": {
                 fp.key: {"start": self.start[fp.key], "fitted": self.values[fp.key], "bounds": [fp.lo, fp.hi]}
                 for fp in self.free
@@ -345,17 +353,21 @@ def fit(
     log: Callable[[str], None] | None = None,
     jacobian0: np.ndarray | None = None,
     final_jacobian: bool = True,
+    loss: str = LOSS,
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
     `jacobian0`: a Jacobian at the start (e.g. the one stored with the shipped fit) saves the
     first finite differences. `final_jacobian`: take fresh finite differences at the solution
-    for the record (leave-one-group-out uses them); otherwise the last (maybe Broyden) one."""
+    for the record (leave-one-group-out uses them); otherwise the last (maybe Broyden) one.
+    `loss`: one of `LOSSES` (scipy's name)."""
     from tqdm.auto import tqdm
 
     fit_rows = [r for r in rows if not (exclude and exclude(r))]
     if not fit_rows:
         raise ConfigError("calibrate: every row is excluded; nothing to fit")
+    if loss not in LOSSES:
+        raise ConfigError(f"calibrate: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
     t0 = time.perf_counter()
     bar = tqdm(desc="calibrate", unit="run", disable=not progress, dynamic_ncols=True)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
@@ -364,9 +376,9 @@ def fit(
     best: dict[str, Any] = {"cost": math.inf}
 
     def robust_cost(r: np.ndarray) -> float:
-        # scipy's cost for LOSS: 0.5 f^2 sum rho((r / f)^2)
+        # scipy's cost for the loss: 0.5 f^2 sum rho((r / f)^2)
         z = (r / F_SCALE) ** 2
-        rho = 2.0 * (np.sqrt(1.0 + z) - 1.0) if LOSS == "soft_l1" else z
+        rho = 2.0 * (np.sqrt(1.0 + z) - 1.0) if loss == "soft_l1" else z
         return float(0.5 * F_SCALE**2 * np.sum(rho))
 
     def fun(x: np.ndarray) -> np.ndarray:
@@ -387,7 +399,7 @@ def fit(
     sol = least_squares(
         fun, np.zeros(len(free)), jac=prob.jacobian, bounds=(prob.lo, prob.hi), method="trf",
         x_scale=1.0, max_nfev=max_iterations, ftol=1e-6, xtol=1e-8, gtol=1e-8, callback=callback,
-        loss=LOSS, f_scale=F_SCALE,
+        loss=loss, f_scale=F_SCALE,
     )  # fmt: skip
     x = best.get("x", sol.x)
     r, results = prob.evaluate(x)
@@ -403,4 +415,5 @@ def fit(
         summary=summarise(fit_rows, results), results=results, evaluations=round(prob.evaluations, 1),
         cost=best["cost"], message=str(sol.message), jacobian=np.asarray(J), residuals=r,
         residual_rows=residual_rows(prob.cells), iterations=iterations[0], wall_s=time.perf_counter() - t0,
+        loss=loss,
     )  # fmt: skip

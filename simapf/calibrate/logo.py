@@ -94,12 +94,14 @@ def leave_one_group_out(
     refit_iterations: int = 3,
     simulator: Simulator | None = None,
     progress: Callable[[int], None] | None = None,
+    loss: str = LOSS,
 ) -> list[GroupPrediction]:
     """Predict every group from parameters fitted without it (see the module docstring).
 
     `params`/`setup` are the full fit; `jacobian`/`residuals` its Jacobian (d residual / d ln
     parameter) and residuals over all rows, in `simapf.calibrate.fit.residuals` order; they are
-    computed when not given."""
+    computed when not given. `loss`: the one the full fit used (its record's `fit.loss`), so
+    that the refits weigh the cells as it did."""
     sim = simulator or Simulator()
     prob = Problem(rows, params, setup, free, sim, progress)
     x0 = np.zeros(len(free))
@@ -110,7 +112,7 @@ def leave_one_group_out(
     out = []
     refitted: list[tuple[tuple[str, float, int], ServerParams, ExperimentSetup, dict[str, float]]] = []
     v0 = start_values(free, params, setup)
-    f_scale = F_SCALE if LOSS == "soft_l1" else None
+    f_scale = F_SCALE if loss == "soft_l1" else None
     everything = np.ones(len(rrows), dtype=bool)
     # The full fit stopped after a few noisy iterations, not at an exact optimum: the same step
     # on all residuals would still move it. Removing that step leaves the left-out group's own
@@ -129,7 +131,8 @@ def leave_one_group_out(
             # refit's own), saves each refit its first finite differences: a grid per parameter.
             res = fit(rows, params, setup, free, exclude=lambda r, g=g: r.group == g,
                       max_iterations=refit_iterations, simulator=sim, progress=False, log=lambda _m: None,
-                      jacobian0=None if jacobian is None else jacobian[keep], final_jacobian=False)  # fmt: skip
+                      jacobian0=None if jacobian is None else jacobian[keep], final_jacobian=False,
+                      loss=loss)  # fmt: skip
             p_g, s_g = res.params, res.setup
             shift = {k: res.values[k] / v for k, v in zip(res.values, v0)}
         refitted.append((g, p_g, s_g, shift))

@@ -2,7 +2,7 @@
 
     server:      every ServerParams field (what `ServerParams.from_yaml` reads as well)
     experiment:  the ExperimentSetup the fit reconstructed the data with
-    fitted_at, simapf_version, data (file, sha256, rows), fit (free parameters, start and
+    fitted_at, simapf_version, data (file, sha256, rows), fit (loss, free parameters, start and
     fitted values, bounds, evaluations, wall time), error (the fit summary; LOGO once known)
 
 `calibration/params.yaml` is the record of the shipped defaults: a test checks that
@@ -84,6 +84,16 @@ def read_record(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a calibration record must be a mapping")
     return data
+
+
+def record_loss(record: dict[str, Any]) -> str:
+    """The least-squares loss a record was fitted with (`fit.loss`; the default when absent)."""
+    from simapf.calibrate.fit import LOSS, LOSSES
+
+    loss = (record.get("fit") or {}).get("loss", LOSS)
+    if loss not in LOSSES:
+        raise ConfigError(f"fit.loss: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    return loss
 
 
 def load_params(path: str | Path | None = None) -> tuple[ServerParams, ExperimentSetup, dict[str, Any]]:

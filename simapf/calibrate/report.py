@@ -30,7 +30,7 @@ from simapf.calibrate.fit import FREE_PARAMS, FreeParam, free_params_by_key
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
-from simapf.calibrate.record import SHIPPED, load_params
+from simapf.calibrate.record import SHIPPED, load_params, record_loss
 from simapf.errors import ConfigError
 from simapf.files import write_text_atomic
 from simapf.server.params import ServerParams
@@ -379,7 +379,7 @@ def generate(
             log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
         J, r = stored if stored is not None else (None, None)
         logo = leave_one_group_out(rows, params, setup, free, jacobian=J, residuals=r, mode=logo_mode,
-                                   simulator=sim, progress=bar.update)  # fmt: skip
+                                   simulator=sim, progress=bar.update, loss=record_loss(record))  # fmt: skip
     bar.close()
     text = build_report(rows, results, record, params_path, setup, logo, logo_mode, grid_s)
     figure(rows, results, Path(figures_dir))

@@ -140,12 +140,7 @@ def test_refit_logo_starts_from_the_full_fits_jacobian():
 
     free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
     truth = ServerParams()
-    heap, core_s = truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s
-    rows = []
-    for i, (size, qps) in enumerate([(1e5, 100.0), (1e6, 50.0), (1e7, 10.0)]):
-        bias = 1.5 if i == 2 else 1.0  # the last group disagrees with the others
-        mem = heap * (1.0 + 0.1 * i) * bias
-        rows.append(Row(i, "etcd", size, 10, qps, "max", core_s * qps * 100.0, ((1, mem), (10, mem), (100, mem))))
+    rows = _biased_rows(truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s)
     sim = _LogLinearSimulator()
     prob = Problem(rows, truth, QUICK, free, sim)
     r0, _ = prob.evaluate(np.zeros(2))
@@ -168,3 +163,43 @@ def test_refit_logo_starts_from_the_full_fits_jacobian():
         errors = {p.group[1]: p.memory_errors for p in preds}
         assert errors[1e7] == pytest.approx([1 / 1.5 - 1] * 3, abs=0.01)
         assert max(abs(e) for e in errors[1e5] + errors[1e6]) > 0.05  # fitted with the biased group in
+
+
+def _biased_rows(heap_mb: float, core_s: float) -> list[Row]:
+    """Three groups the log-linear stand-in reproduces with the default parameters, except that
+    the last one measured 1.5 times the memory."""
+    rows = []
+    for i, (size, qps) in enumerate([(1e5, 100.0), (1e6, 50.0), (1e7, 10.0)]):
+        mem = heap_mb * (1.0 + 0.1 * i) * (1.5 if i == 2 else 1.0)
+        rows.append(Row(i, "etcd", size, 10, qps, "max", core_s * qps * 100.0, ((1, mem), (10, mem), (100, mem))))
+    return rows
+
+
+def test_the_loss_is_a_choice_the_record_keeps():
+    truth = ServerParams()
+    rows = _biased_rows(truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s)
+    free = free_params_by_key(["process.live_heap_bytes"])
+
+    def fitted_heap(loss):
+        res = fit(rows, truth, QUICK, free, max_iterations=20, simulator=_LogLinearSimulator(), progress=False,
+                  log=lambda _m: None, final_jacobian=False, loss=loss)  # fmt: skip
+        assert res.fit_section()["loss"] == loss
+        return res.values["process.live_heap_bytes"] / truth.process.live_heap_bytes
+
+    # Plain least squares on log ratios: the heap moves by the geometric mean of the biases,
+    # 1.5^(1/3); the robust loss lets the biased group pull less.
+    linear = fitted_heap("linear")
+    assert linear == pytest.approx(1.5 ** (1 / 3), rel=0.01)
+    assert 1.0 < fitted_heap("soft_l1") < linear - 0.02
+    with pytest.raises(ConfigError, match="unknown loss 'huber'"):
+        fitted_heap("huber")
+
+
+def test_a_record_names_its_loss_or_gets_the_default():
+    from simapf.calibrate.fit import LOSS
+    from simapf.calibrate.record import record_loss
+
+    assert record_loss({"fit": {"loss": "linear"}}) == "linear"
+    assert record_loss({}) == LOSS
+    with pytest.raises(ConfigError, match=r"fit\.loss: unknown loss 'l2'"):
+        record_loss({"fit": {"loss": "l2"}})

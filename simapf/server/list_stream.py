@@ -83,6 +83,7 @@ def run_list_stream(
     streaming: bool = False,
     scrape_every_s: float | None = None,
     max_in_flight: int | None = None,
+    work_rng: np.random.Generator | None = None,
 ) -> ListStreamResult:
     """Run `qps` LISTs per second of one resource for `duration_s` and read the peaks.
 
@@ -97,12 +98,14 @@ def run_list_stream(
     registers the listed resource with the watch cache (its decoded objects count in the
     baseline), as in a real apiserver whatever path serves the LIST. `ramp_s` raises the rate
     linearly from 0 to `qps` over that time, as a load generator that ramps up does, so that
-    APF's borrowing (adjusted every 10 s) follows the demand instead of being overrun at once."""
+    APF's borrowing (adjusted every 10 s) follows the demand instead of being overrun at once.
+    `work_rng`: the stream that varies each request's work (`request_cpu.work_cv`); a fixed one
+    when not given."""
     env = simpy.Environment()
     estimator = WorkEstimator("constant", list_params={"seats": seats}) if seats else None
     params = params if params is not None else ServerParams(cpu={"cores": 16})
     server = SimulatedAPIServer(env, server_concurrency=server_concurrency, params=params,
-                                estimator=estimator)  # fmt: skip
+                                estimator=estimator, rng=work_rng)  # fmt: skip
     if cache_resource:
         server.model.set_watch_cache([CachedResource(LIST_USER.resource, object_count, response_bytes)])
     cost = RequestCost(path, ResponseShape(response_bytes, object_count, Encoding.JSON), streaming=streaming)

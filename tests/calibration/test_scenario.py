@@ -3,6 +3,7 @@ reconstruction does: the same apiserver CPU and, read the same way, the same pea
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import simapf
@@ -12,6 +13,7 @@ from simapf.calibrate.scenario import scenario_for
 from simapf.server.list_stream import scraped_peak
 from simapf.server.params import ServerParams
 
+WORK_DRAWS = 4
 CELLS = {c.row.label + f" {c.seats} seats": c for c in cells(load_rows())}
 
 
@@ -24,21 +26,29 @@ def _window(series, setup: ExperimentSetup):
     [
         "etcd 10 MB x10000 @20/s 1 seats",  # etcd, overloaded: a backlog of ranges
         "etcd 10 MB x10000 @20/s 10 seats",
-        "cache 10 MB x1000 @105/s 1 seats",  # cache, saturated, the load generator's cap binds
+        "cache 10 MB x1000 @105/s 1 seats",  # cache, saturated at APF's limit
         "cache 10 MB x1000 @105/s 10 seats",
     ],
 )
 def test_the_scenario_of_a_cell_reproduces_the_reconstruction(label):
+    # Saturated rows with varying work are chaotic: another draw of the work factors, or the same
+    # draws handed out in another order (the scenario's ramp is a staircase), moves CPU by up to
+    # ~7 % and the peak by up to ~15 %. So the scenario must fall among a few draws of the
+    # reconstruction, with the tolerances this test had when work did not vary.
     cell, setup = CELLS[label], ExperimentSetup()
     result = simapf.run(simapf.load_scenario(scenario_for(cell)))
-    expected = run_cell(cell, ServerParams(), setup)
+    draws = [run_cell(cell, ServerParams(), setup, work_rng=np.random.default_rng(k)) for k in range(WORK_DRAWS)]
     cpu = _window(result.wide("process_cpu_seconds_total").iloc[:, 0], setup)
     cores = (cpu.iloc[-1] - cpu.iloc[0]) / (cpu.index[-1] - cpu.index[0])
-    assert cores * 100 == pytest.approx(expected.cpu_percent, rel=0.03)
-    # The run samples every second and the reconstruction every half second, and the lister's
-    # ramp is a staircase rather than a line: the dashboard's peak agrees within 10 %.
+    _among(cores * 100, [d.cpu_percent for d in draws], rel=0.03)
+    # The run samples every second and the reconstruction every half second: the dashboard's
+    # peak agrees within 10 % of the draws' range.
     rss = _window(result.wide("process_resident_memory_bytes").iloc[:, 0], setup).tolist()
-    assert scraped_peak(rss, 1.0, setup.scrape_every_s) / 1e6 == pytest.approx(expected.mem_mb, rel=0.10)
+    _among(scraped_peak(rss, 1.0, setup.scrape_every_s) / 1e6, [d.mem_mb for d in draws], rel=0.10)
+
+
+def _among(value: float, draws: list[float], rel: float) -> None:
+    assert min(draws) * (1 - rel) <= value <= max(draws) * (1 + rel), (value, sorted(draws))
 
 
 def test_the_scenario_says_what_the_experiment_did():

@@ -9,7 +9,7 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
     WatchList:  live = W_const
     enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
-                + encode_alloc·S·(streaming_alloc_multiplier if streamed)      (≥ live)
+                + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
 
     cpu = request + [etcd call + receive·B + decode_obj·N + decode_byte·B]   (etcd)
                   + [cache_obj·N]                                            (cache)
@@ -122,7 +122,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         wait_live = params.etcd.wait_live_fraction * B
     elif path is ServingPath.WATCHLIST_STREAM:
         live = mem_p.watchlist_bytes
-        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + mem_p.encode_alloc_multiplier * S
+        # Events are encoded one object at a time, as the streamed LIST encoder encodes items:
+        # the same allocation per byte (request_memory.streaming_alloc_multiplier).
+        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + (
+            mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
+        )
         cpu = (
             cpu_p.request_core_s
             + cpu_p.cache_core_s_per_object * N

@@ -190,7 +190,7 @@ class EtcdParams(_Params):
     objects_per_s: float | None = Field(
         1595306.5610017348, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
     )
-    concurrency: int = Field(1, ge=1, description="Range reads etcd serves at once (its servers); the calibration chose 1 with `fifo`.")
+    concurrency: int = Field(1, ge=1, description="Range reads etcd serves at once (its servers); the calibration chose 1 with `ps`.")
     discipline: Literal["ps", "fifo"] = Field(
         'ps',
         description=(
@@ -270,7 +270,7 @@ class RequestCpuParams(_Params):
             "Coefficient of variation of each request's work: its CPU, its etcd range and a co-located "
             "client's reading, each scaled by a gamma factor of mean 1. Identical LISTs still differ "
             "(scheduling, cache misses, assists), and without it a cohort dispatched together stays "
-            "together (simapf/server/variation.py). 0 = every request of a kind costs exactly its plan (the shipped calibration)."
+            "together (simapf/server/variation.py). 0 = every request of a kind costs exactly its plan. Fitted."
         ),
     )
     etcd_request_core_s: float = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")

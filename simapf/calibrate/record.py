@@ -21,6 +21,7 @@ import yaml
 
 from simapf import __version__
 from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.fit import LOSS, LOSSES
 from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
 from simapf.server.params import ServerParams
@@ -88,8 +89,6 @@ def read_record(path: str | Path) -> dict[str, Any]:
 
 def record_loss(record: dict[str, Any]) -> str:
     """The least-squares loss a record was fitted with (`fit.loss`; the default when absent)."""
-    from simapf.calibrate.fit import LOSS, LOSSES
-
     loss = (record.get("fit") or {}).get("loss", LOSS)
     if loss not in LOSSES:
         raise ConfigError(f"fit.loss: unknown loss {loss!r}; known: {', '.join(LOSSES)}")

@@ -88,10 +88,12 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     k = mem_p.etcd_decoded_multiplier if path is ServingPath.ETCD else params.watch_cache.decoded_size_multiplier
     conv_cpu = cpu_p.convert_core_s_per_byte * S if shape.converts else 0.0
     conv_live = mem_p.conversion_copy_fraction * k * S if shape.converts else 0.0
+    # An encoder that writes one object at a time (a streamed LIST, WatchList's events).
+    item_by_item_alloc = mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
     if streaming:
         item = S / n if n > 0 else 0.0
         enc_live = mem_p.streaming_item_buffer_multiplier * min(item, mem_p.max_object_bytes)
-        enc_alloc = mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
+        enc_alloc = item_by_item_alloc
     else:
         enc_live = mem_p.encode_buffer_multiplier * S
         enc_alloc = mem_p.encode_alloc_multiplier * S
@@ -122,11 +124,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         wait_live = params.etcd.wait_live_fraction * B
     elif path is ServingPath.WATCHLIST_STREAM:
         live = mem_p.watchlist_bytes
-        # Events are encoded one object at a time, as the streamed LIST encoder encodes items:
-        # the same allocation per byte (request_memory.streaming_alloc_multiplier).
-        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + (
-            mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
-        )
+        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + item_by_item_alloc
         cpu = (
             cpu_p.request_core_s
             + cpu_p.cache_core_s_per_object * N

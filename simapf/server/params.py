@@ -317,7 +317,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="c_conv: external-version copy per decoded response byte, for resources that convert (Pods, Nodes: 0.3-1; casts: 0)."
     )
     encode_buffer_multiplier: float = Field(
-        1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Fitted."
+        1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
     )
     struct_copy_bytes_per_object: Bytes = Field(702.6619789821647, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(

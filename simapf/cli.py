@@ -247,10 +247,11 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
               help="Most least-squares iterations (one grid of simulations each).")
 @click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
-@click.option("--free", "free_keys", help="Comma-separated parameters to fit (default: the built-in set).")
-@click.option("--loss", type=click.Choice(["soft_l1", "linear"]), default="soft_l1", show_default=True,
+@click.option("--free", "free_keys",
+              help="Comma-separated parameters to fit (default: those the start record was fitted on).")
+@click.option("--loss", type=click.Choice(["soft_l1", "linear"]),
               help="Least-squares loss: soft_l1 lets a few unreachable cells cost linearly; linear weighs "
-                   "the worst cells fully.")
+                   "the worst cells fully (default: the start record's, else soft_l1).")
 @click.option("--report", "report", is_flag=True,
               help="Instead of fitting: regenerate docs/validation.md and its figure for --params.")
 @click.option("--params", "params_path", type=click.Path(dir_okay=False),

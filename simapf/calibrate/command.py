@@ -5,9 +5,11 @@
     simapf calibrate --report [--params FILE] [--logo linear|refit|skip]
 
 A fit starts from the shipped record (`calibration/params.yaml`) unless `--start` names
-another record or ServerParams YAML, reuses the Jacobian stored next to the start record when
-it belongs to the same values (so a refit costs its iterations only), and writes the new
-record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`).
+another record or ServerParams YAML. It fits the start record's own free parameters with its
+own loss (`fit.free_parameters`, `fit.loss`) unless `--free` and `--loss` say otherwise (a plain
+ServerParams YAML gets the built-in set and the default loss). It reuses the Jacobian stored
+next to the start record when it belongs to the same values (so a refit costs its iterations
+only), and writes the new record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
-from simapf.calibrate.fit import FREE_PARAMS, LOSS, fit, free_params_by_key, residual_rows
-from simapf.calibrate.record import SHIPPED, build_record, load_params, write_record
+from simapf.calibrate.fit import fit, free_params_by_key, residual_rows
+from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, load_jacobian, save_jacobian
 
 
@@ -35,14 +37,17 @@ def calibrate(
     free_keys: list[str] | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
-    loss: str = LOSS,
+    loss: str | None = None,
 ) -> dict[str, Any]:
-    """Fit, write the record and its Jacobian; returns the fit's summary figures."""
-    free = free_params_by_key(free_keys) if free_keys else FREE_PARAMS
+    """Fit, write the record and its Jacobian; returns the fit's summary figures.
+
+    `free_keys` and `loss` default to the start record's (see the module's docstring)."""
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED
-    params, setup, _record = load_params(start_path)
+    params, setup, start_record = load_params(start_path)
+    free = free_params_by_key(free_keys) if free_keys else record_free_params(start_record)
+    loss = loss or record_loss(start_record)
     stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup))
     # A stored Jacobian belongs to the data (and residuals) it was computed on; reuse it only for
     # the same residuals.

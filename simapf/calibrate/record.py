@@ -21,7 +21,7 @@ import yaml
 
 from simapf import __version__
 from simapf.calibrate.experiment import ExperimentSetup
-from simapf.calibrate.fit import LOSS, LOSSES
+from simapf.calibrate.fit import FREE_PARAMS, LOSS, LOSSES, FreeParam, free_params_by_key
 from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
 from simapf.server.params import ServerParams
@@ -93,6 +93,14 @@ def record_loss(record: dict[str, Any]) -> str:
     if loss not in LOSSES:
         raise ConfigError(f"fit.loss: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
     return loss
+
+
+def record_free_params(record: dict[str, Any]) -> tuple[FreeParam, ...]:
+    """The parameters a record was fitted on (`fit.free_parameters`), so that a refit from it or
+    its leave-one-group-out moves what its own fit moved; the built-in set when it names none
+    (a plain ServerParams YAML)."""
+    keys = list(((record.get("fit") or {}).get("free_parameters") or {}).keys())
+    return free_params_by_key(keys) if keys else FREE_PARAMS
 
 
 def load_params(path: str | Path | None = None) -> tuple[ServerParams, ExperimentSetup, dict[str, Any]]:

@@ -26,11 +26,11 @@ import numpy as np
 
 from simapf.calibrate.data import DEFAULT_DATA, SEATS, Row, cells as all_cells, load_rows
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
-from simapf.calibrate.fit import FREE_PARAMS, FreeParam, free_params_by_key
+from simapf.calibrate.fit import FreeParam, free_params_by_key
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
-from simapf.calibrate.record import SHIPPED, load_params, record_loss
+from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
 from simapf.errors import ConfigError
 from simapf.files import write_text_atomic
 from simapf.server.params import ServerParams
@@ -370,9 +370,7 @@ def generate(
     grid_s = time.perf_counter() - t0
     logo = None
     if logo_mode != "skip":
-        fitted = list(((record.get("fit") or {}).get("free_parameters") or {}).keys())
-        keys = free_keys or fitted or [fp.key for fp in FREE_PARAMS]
-        free = free_params_by_key(keys)
+        free = free_params_by_key(free_keys) if free_keys else record_free_params(record)
         jpath = params_path.with_name(params_path.stem + ".jacobian.json")
         stored = load_jacobian(jpath, free, current_values(free, params, setup))
         if logo_mode == "linear" and stored is None:

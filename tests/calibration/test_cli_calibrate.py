@@ -1,10 +1,15 @@
-"""`simapf calibrate`: user errors are one line and exit status 2; help works."""
+"""`simapf calibrate`: user errors are one line and exit status 2; help works; what a fit moves."""
 
 from __future__ import annotations
 
+import yaml
 from click.testing import CliRunner
 
+import simapf.calibrate.command as command
+from simapf.calibrate.fit import FREE_PARAMS, LOSS
+from simapf.calibrate.record import SHIPPED
 from simapf.cli import main
+from simapf.errors import ConfigError
 
 
 def run(*args: str):
@@ -46,3 +51,43 @@ def test_bad_start_and_unknown_free_parameter(tmp_path):
 
 def test_report_on_a_missing_record(tmp_path):
     _one_line_error(run("--report", "--params", str(tmp_path / "none.yaml")), "no such file")
+
+
+def _chosen_fit(monkeypatch, tmp_path, *args: str) -> dict:
+    """The free parameters and loss `simapf calibrate` hands to the fit (which is stopped)."""
+    seen: dict = {}
+
+    def stop(rows, params, setup, free, **kw):
+        seen.update(free=[fp.key for fp in free], loss=kw["loss"])
+        raise ConfigError("stopped before fitting")
+
+    monkeypatch.setattr(command, "fit", stop)
+    _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml")), "stopped before fitting")
+    return seen
+
+
+def test_a_fit_moves_what_its_start_record_moved_with_its_loss(monkeypatch, tmp_path):
+    shipped = yaml.safe_load(SHIPPED.read_text())
+    seen = _chosen_fit(monkeypatch, tmp_path)
+    assert seen == {"free": list(shipped["fit"]["free_parameters"]), "loss": shipped["fit"]["loss"]}
+    assert shipped["fit"]["loss"] != LOSS  # so the line above tells the record's loss from the default
+
+    two = {"etcd.bytes_per_s": {}, "gc.mark_rate_bytes_per_core_s": {}}
+    record = dict(shipped, fit={"loss": "soft_l1", "free_parameters": two})
+    start = tmp_path / "start.yaml"
+    start.write_text(yaml.safe_dump(record))
+    seen = _chosen_fit(monkeypatch, tmp_path, "--start", str(start))
+    assert seen == {"free": ["etcd.bytes_per_s", "gc.mark_rate_bytes_per_core_s"], "loss": "soft_l1"}
+    # The options win over the record.
+    seen = _chosen_fit(monkeypatch, tmp_path, "--start", str(start), "--free", "cpu.usable_fraction",
+                       "--loss", "linear")  # fmt: skip
+    assert seen == {"free": ["cpu.usable_fraction"], "loss": "linear"}
+    # A plain ServerParams YAML names no fit: the built-in set and the default loss.
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("gc:\n  gogc: 100\n")
+    seen = _chosen_fit(monkeypatch, tmp_path, "--start", str(plain))
+    assert seen == {"free": [fp.key for fp in FREE_PARAMS], "loss": LOSS}
+
+
+def test_the_built_in_free_set_is_the_shipped_records():
+    assert [fp.key for fp in FREE_PARAMS] == list(yaml.safe_load(SHIPPED.read_text())["fit"]["free_parameters"])

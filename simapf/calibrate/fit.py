@@ -359,9 +359,10 @@ def fit(
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
-    `jacobian0`: a Jacobian at the start (e.g. the one stored with the shipped fit) saves the
-    first finite differences. `final_jacobian`: take fresh finite differences at the solution
-    for the record (leave-one-group-out uses them); otherwise the last (maybe Broyden) one.
+    `jacobian0`: finite differences at the start (e.g. the ones stored with the shipped fit)
+    save the first ones, and the last ones too if no step is accepted. `final_jacobian`: take
+    fresh finite differences at the solution for the record (leave-one-group-out uses them);
+    otherwise the last (maybe Broyden) one.
     `loss`: one of `LOSSES` (scipy's name)."""
     from tqdm.auto import tqdm
 
@@ -405,7 +406,12 @@ def fit(
     )  # fmt: skip
     x = best.get("x", sol.x)
     r, results = prob.evaluate(x)
-    if final_jacobian:
+    if final_jacobian and jacobian0 is not None and not np.any(x):
+        # No step was accepted: the solution is the start, whose finite differences were given
+        # (a record's, taken on the same cells; the simulation is deterministic in the parameters).
+        say("calibrate: the solution is the start; its given Jacobian is the record's")
+        J = jacobian0
+    elif final_jacobian:
         say("calibrate: finite differences at the solution, for the record")
         J = prob.finite_differences(x)
     else:

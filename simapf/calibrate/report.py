@@ -331,7 +331,7 @@ def build_report(
         "## Reproduce",
         "",
         "```sh",
-        ".venv/bin/simapf calibrate --out calibration/params.yaml   # fit (starts from the shipped values)",
+        ".venv/bin/simapf calibrate --out calibration/params.yaml   # refit the shipped record's parameters, its loss",
         ".venv/bin/python -m simapf.calibrate.report                 # this page and its figure",
         "```",
         "",

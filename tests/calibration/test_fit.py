@@ -212,3 +212,23 @@ def test_a_record_names_its_loss_or_gets_the_default():
     assert record_loss({}) == LOSS
     with pytest.raises(ConfigError, match=r"fit\.loss: unknown loss 'l2'"):
         record_loss({"fit": {"loss": "l2"}})
+
+
+def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
+    # Rows the start reproduces exactly: least squares accepts no step. The finite differences
+    # at the solution are then those given for the start, and are not taken again.
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
+    truth = ServerParams()
+    heap_mb, core_s = truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s
+    rows = [Row(i, "etcd", 1e6, 10, 50.0, "max", core_s * 50.0 * 100.0,
+                tuple((s, heap_mb * (1 + 0.1 * i)) for s in (1, 10, 100))) for i in range(3)]  # fmt: skip
+    J0 = Problem(rows, truth, QUICK, free, _LogLinearSimulator()).finite_differences(np.zeros(2))
+    quiet = dict(max_iterations=5, progress=False, log=lambda _m: None)
+    sim = _LogLinearSimulator()
+    res = fit(rows, truth, QUICK, free, simulator=sim, jacobian0=J0, **quiet)
+    assert res.values == {fp.key: pytest.approx(v) for fp, v in zip(free, start_values(free, truth, QUICK))}
+    assert np.array_equal(res.jacobian, J0)
+    assert sim.cells_run == 9  # the start, once
+    sim = _LogLinearSimulator()
+    res = fit(rows, truth, QUICK, free, simulator=sim, **quiet)
+    assert np.allclose(res.jacobian, J0) and sim.cells_run > 9  # without it, finite differences

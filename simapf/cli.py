@@ -248,7 +248,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="Most least-squares iterations (one grid of simulations each).")
 @click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.option("--free", "free_keys",
-              help="Comma-separated parameters to fit (default: those the start record was fitted on).")
+              help="Comma-separated parameters to fit (default: those the start record was fitted on, else "
+                   "the built-in set).")
 @click.option("--loss", type=click.Choice(["soft_l1", "linear"]),
               help="Least-squares loss: soft_l1 lets a few unreachable cells cost linearly; linear weighs "
                    "the worst cells fully (default: the start record's, else soft_l1).")

@@ -52,9 +52,9 @@ def calibrate(
     # A stored Jacobian belongs to the data (and residuals) it was computed on; reuse it only for
     # the same residuals.
     n_res = len(residual_rows(all_cells(rows)))
-    j0 = stored[0] if stored is not None and len(stored[1]) == n_res else None
+    j0, r0 = stored if stored is not None and len(stored[1]) == n_res else (None, None)
     result = fit(rows, params, setup, free, max_iterations=max_iterations, n_jobs=n_jobs,
-                 progress=progress, log=log, jacobian0=j0, loss=loss)  # fmt: skip
+                 progress=progress, log=log, jacobian0=j0, residuals0=r0, loss=loss)  # fmt: skip
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),
         fit=result.fit_section(), error=result.summary.as_dict(),

@@ -354,15 +354,18 @@ def fit(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     jacobian0: np.ndarray | None = None,
+    residuals0: np.ndarray | None = None,
     final_jacobian: bool = True,
     loss: str = LOSS,
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
     `jacobian0`: finite differences at the start (e.g. the ones stored with the shipped fit)
-    save the first ones, and the last ones too if no step is accepted. `final_jacobian`: take
-    fresh finite differences at the solution for the record (leave-one-group-out uses them);
-    otherwise the last (maybe Broyden) one.
+    save the first ones. `residuals0`: the residuals they were taken with; if no step is
+    accepted and the start's residuals are exactly these (the same cells, data, model and
+    values), they are the solution's finite differences too and are not taken again.
+    `final_jacobian`: take fresh finite differences at the solution for the record
+    (leave-one-group-out uses them); otherwise the last (maybe Broyden) one.
     `loss`: one of `LOSSES` (scipy's name)."""
     from tqdm.auto import tqdm
 
@@ -406,9 +409,10 @@ def fit(
     )  # fmt: skip
     x = best.get("x", sol.x)
     r, results = prob.evaluate(x)
-    if final_jacobian and jacobian0 is not None and not np.any(x):
-        # No step was accepted: the solution is the start, whose finite differences were given
-        # (a record's, taken on the same cells; the simulation is deterministic in the parameters).
+    if (final_jacobian and jacobian0 is not None and residuals0 is not None and not np.any(x)
+            and np.array_equal(r, residuals0)):  # fmt: skip
+        # No step was accepted, and the start gives the residuals the given finite differences
+        # were taken with: the simulation is deterministic in the parameters, so they are these.
         say("calibrate: the solution is the start; its given Jacobian is the record's")
         J = jacobian0
     elif final_jacobian:

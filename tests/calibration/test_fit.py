@@ -222,13 +222,20 @@ def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
     heap_mb, core_s = truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s
     rows = [Row(i, "etcd", 1e6, 10, 50.0, "max", core_s * 50.0 * 100.0,
                 tuple((s, heap_mb * (1 + 0.1 * i)) for s in (1, 10, 100))) for i in range(3)]  # fmt: skip
-    J0 = Problem(rows, truth, QUICK, free, _LogLinearSimulator()).finite_differences(np.zeros(2))
+    prob = Problem(rows, truth, QUICK, free, _LogLinearSimulator())
+    J0, r0 = prob.finite_differences(np.zeros(2)), prob.evaluate(np.zeros(2))[0]
     quiet = dict(max_iterations=5, progress=False, log=lambda _m: None)
-    sim = _LogLinearSimulator()
-    res = fit(rows, truth, QUICK, free, simulator=sim, jacobian0=J0, **quiet)
+
+    def refit(**given):
+        sim = _LogLinearSimulator()
+        return fit(rows, truth, QUICK, free, simulator=sim, **given, **quiet), sim.cells_run
+
+    res, cells_run = refit(jacobian0=J0, residuals0=r0)
     assert res.values == {fp.key: pytest.approx(v) for fp, v in zip(free, start_values(free, truth, QUICK))}
     assert np.array_equal(res.jacobian, J0)
-    assert sim.cells_run == 9  # the start, once
-    sim = _LogLinearSimulator()
-    res = fit(rows, truth, QUICK, free, simulator=sim, **quiet)
-    assert np.allclose(res.jacobian, J0) and sim.cells_run > 9  # without it, finite differences
+    assert cells_run == 9  # the start, once
+    # Without the Jacobian, or with one taken on other residuals (other data, another model),
+    # the finite differences are taken again.
+    for given in ({}, {"jacobian0": J0, "residuals0": r0 + 0.01}):
+        res, cells_run = refit(**given)
+        assert np.allclose(res.jacobian, J0) and cells_run > 9

@@ -20,12 +20,7 @@ from typing import Any, Callable
 from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
 from simapf.calibrate.fit import fit, free_params_by_key, residual_rows
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
-from simapf.calibrate.report import current_values, load_jacobian, save_jacobian
-
-
-def jacobian_path(record_path: str | Path) -> Path:
-    p = Path(record_path)
-    return p.with_name(p.stem + ".jacobian.json")
+from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
 
 
 def calibrate(

@@ -45,6 +45,12 @@ TARGETS = {"memory_median": 0.15, "memory_max": 0.40, "cpu_median": 0.15, "logo_
 # ------------------------------------------------------------------------------- Jacobian store
 
 
+def jacobian_path(record_path: str | Path) -> Path:
+    """Where a record's Jacobian is kept: beside it, as `<record stem>.jacobian.json`."""
+    p = Path(record_path)
+    return p.with_name(p.stem + ".jacobian.json")
+
+
 def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[str, float],
                   jacobian: np.ndarray, residuals: np.ndarray) -> None:  # fmt: skip
     """Keep the fit's Jacobian next to its record: leave-one-group-out reuses it."""
@@ -371,8 +377,7 @@ def generate(
     logo = None
     if logo_mode != "skip":
         free = free_params_by_key(free_keys) if free_keys else record_free_params(record)
-        jpath = params_path.with_name(params_path.stem + ".jacobian.json")
-        stored = load_jacobian(jpath, free, current_values(free, params, setup))
+        stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup))
         if logo_mode == "linear" and stored is None:
             log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
         J, r = stored if stored is not None else (None, None)

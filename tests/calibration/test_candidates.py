@@ -8,6 +8,7 @@ import pytest
 
 from simapf.calibrate.fit import _get, free_params_by_key
 from simapf.calibrate.record import load_params
+from simapf.calibrate.report import jacobian_path
 
 CANDIDATES = sorted((Path(__file__).resolve().parents[2] / "calibration" / "candidates").glob("*.yaml"))
 
@@ -25,4 +26,4 @@ def test_a_candidate_loads_and_holds_its_fitted_values(path):
     for key, entry in fitted.items():
         assert _get(values, key) == pytest.approx(entry["fitted"]), key
     assert record["error"]["memory_cells"] == 54
-    assert path.with_name(path.stem + ".jacobian.json").is_file()
+    assert jacobian_path(path).is_file()

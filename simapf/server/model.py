@@ -31,6 +31,8 @@ from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import WorkVariation
 
 DoneCallback = Callable[[int], None]
+# A request in flight: its plan, its callback and its work factors (etcd, CPU, client reading).
+Running = tuple[RequestPlan, DoneCallback, tuple[float, float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class ResourceModel:
         self._refilling = 0
         self._up = True
         self.completed = 0
+        self._started = 0
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
@@ -118,8 +121,12 @@ class ResourceModel:
             plan = self._plans[cost] = compute_plan(self.params, cost)
         return plan
 
-    def start(self, cost: RequestCost, on_done: DoneCallback) -> bool:
+    def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None) -> bool:
         """Execute a request; `on_done(now_ns)` when its handler returns.
+
+        `key`: the request's number, which picks its work factors (`request_cpu.work_cv`); the
+        apiserver gives its arrival number, so that a request keeps its work whenever it starts.
+        Without one, requests are numbered in the order they start.
 
         Returns False (and never calls back) when the process is down. If the process dies
         while the request runs, `on_done` is not called; `process.on_oom` hooks fire instead.
@@ -129,36 +136,39 @@ class ResourceModel:
         plan = self._plans.get(cost)
         if plan is None:
             plan = self.plan(cost)
-        req = (plan, on_done)
+        if key is None:
+            key = self._started
+        self._started += 1
+        req = (plan, on_done, self.vary.factors(key))
         if plan.etcd_work:
             if plan.wait_live_bytes:
                 mem = self.memory
                 mem.inflight_live += plan.wait_live_bytes
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
                     return True  # killed; the on_oom hooks told the runtime
-            work = plan.etcd_work * self.vary()
+            work = plan.etcd_work * req[2][0]
             self.etcd.read(work, self._after_etcd, req)
         else:
             self._begin_cpu(req)
         return True
 
-    def _after_etcd(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+    def _after_etcd(self, req: Running) -> None:
         plan = req[0]
         if plan.wait_live_bytes:
             self.memory.inflight_live -= plan.wait_live_bytes
         self._begin_cpu(req)
 
-    def _begin_cpu(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+    def _begin_cpu(self, req: Running) -> None:
         plan = req[0]
         mem = self.memory
         mem.inflight_live += plan.live_bytes
         assist = mem.allocate(plan.alloc_bytes)
         if assist < 0.0:
             return  # the allocation killed the process
-        work = plan.cpu_core_s * self.vary()
+        work = plan.cpu_core_s * req[2][1]
         self.cpu.add(work + assist, self._finish, req)
 
-    def _finish(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+    def _finish(self, req: Running) -> None:
         plan = req[0]
         if plan.write_core_s or plan.write_delay_ns:
             # The handler is writing: the client reads the response (a co-located one on our
@@ -166,7 +176,7 @@ class ResourceModel:
             self.memory.inflight_live -= plan.live_bytes - plan.write_live_bytes
             self.writing += 1
             if plan.write_core_s:
-                work = plan.write_core_s * self.vary()
+                work = plan.write_core_s * req[2][2]
                 self.cpu.add(work, self._read, req, foreign=True)
             else:
                 self._read(req)
@@ -175,7 +185,7 @@ class ResourceModel:
         self.completed += 1
         req[1](self.env._now)
 
-    def _read(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+    def _read(self, req: Running) -> None:
         delay = req[0].write_delay_ns
         if delay:
             self.env.timeout(delay, (self.process.epoch, req)).callbacks.append(self._delivered)
@@ -187,7 +197,7 @@ class ResourceModel:
         if epoch == self.process.epoch:  # else the process died meanwhile
             self._written(req)
 
-    def _written(self, req: tuple[RequestPlan, DoneCallback]) -> None:
+    def _written(self, req: Running) -> None:
         self.memory.inflight_live -= req[0].write_live_bytes
         self.writing -= 1
         self.completed += 1

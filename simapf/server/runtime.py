@@ -213,7 +213,7 @@ class SimulatedAPIServer:
         rec.seats = req.max_seats
         if rec.service_ns is not None:
             self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
-        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec)):
+        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec), req.seq):
             self._end(rec, FAILED, "down")
 
     def _handler_returned(self, rec: ServerRequest) -> None:

@@ -6,31 +6,55 @@ jobs started together (a borrowing adjustment that raises a level's limit, a que
 at once) finishes together, and so allocates, frees and writes together, for ever. With a few
 tens of per cent of variation such a cohort disperses within a few service times, as it does in
 a real server.
+
+The factors belong to the request, not to the moment they are asked for: request number `key`
+gets the same factors for its etcd range, its CPU and its client's reading whatever order
+requests start, finish or are rejected in. So a parameter that moves the timing a little changes
+the outcome a little instead of dealing every later request another draw (which lets a fit take
+finite differences of a saturated run), and two runs of the same arrivals under different
+policies give each request the same work (which is what pairs them in a comparison).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-BLOCK = 4096  # factors drawn at a time: one numpy call per draw would dominate the cost
+STAGES = 3  # factors per request: its etcd range, its CPU, its client's reading
+BLOCK = 4096  # requests whose factors are drawn at once: one numpy call per request would dominate
+KEPT_BLOCKS = 8  # blocks kept; an evicted one is drawn again, to the same numbers, if asked for
 DEFAULT_SEED = 20250624  # without a generator of its own, every model draws the same factors
 
 
 class WorkVariation:
-    """Mean-1 gamma factors with coefficient of variation `cv` (always 1.0 when `cv` is 0)."""
+    """Mean-1 gamma factors with coefficient of variation `cv` (all 1.0 when `cv` is 0).
 
-    __slots__ = ("cv", "_rng", "_shape", "_factors")
+    `rng` only seeds the factors: block `b` of requests is drawn from `(seed, b)`, so any
+    request's factors can be drawn again without drawing those before it.
+    """
+
+    __slots__ = ("cv", "_seed", "_shape", "_blocks", "_ones", "_b", "_block")
 
     def __init__(self, cv: float, rng: np.random.Generator | None = None) -> None:
         self.cv = cv
-        self._rng = rng if rng is not None else np.random.default_rng(DEFAULT_SEED)
+        self._seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
         self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
-        self._factors: list[float] = []
+        self._blocks: dict[int, list[tuple[float, float, float]]] = {}
+        self._ones = (1.0,) * STAGES
+        self._b = -1  # the block asked for last, kept at hand: requests start roughly in order
+        self._block: list[tuple[float, float, float]] = []
 
-    def __call__(self) -> float:
+    def factors(self, key: int) -> tuple[float, float, float]:
+        """The factors of request number `key` (>= 0): its etcd range, its CPU, its client's reading."""
         if not self._shape:
-            return 1.0
-        if not self._factors:
-            k = self._shape
-            self._factors = self._rng.gamma(k, 1.0 / k, BLOCK).tolist()
-        return self._factors.pop()
+            return self._ones
+        b, i = divmod(key, BLOCK)
+        if b != self._b:
+            block = self._blocks.get(b)
+            if block is None:
+                k = self._shape
+                draws = np.random.default_rng([self._seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
+                block = self._blocks[b] = list(map(tuple, draws.tolist()))
+                if len(self._blocks) > KEPT_BLOCKS:
+                    del self._blocks[min(self._blocks)]
+            self._b, self._block = b, block
+        return self._block[i]

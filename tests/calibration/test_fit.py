@@ -37,9 +37,7 @@ def synthetic_rows(params: ServerParams) -> list[Row]:
 @pytest.mark.slow
 def test_fit_recovers_the_parameters_that_made_the_data():
     # The machinery on a smooth problem: etcd serving ranges in turn and every request's work
-    # the same. With the shipped processor sharing and varying work, the overloaded 10 MB rows
-    # are chaotic (another work draw moves their peak by ~15 %): from these starts the fit then
-    # stops 13-46 % off the truth, at a memory median of 6-9 %. JSON encoding per byte, not decoding, is the CPU
+    # the same (the shipped model is the next test). JSON encoding per byte, not decoding, is the CPU
     # parameter: with the shipped values decoding is ~15 % of these rows' CPU and too weakly
     # identified for an 8 % check (the fit stops at +18 % for 2 % of CPU error).
     truth = ServerParams().model_copy(update={
@@ -56,6 +54,25 @@ def test_fit_recovers_the_parameters_that_made_the_data():
     assert got == pytest.approx(true_values, rel=0.08)
     assert res.summary.memory_median < 0.03 and res.summary.cpu_median < 0.03
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("off", [(1.6, 0.6), (0.7, 1.4)])
+def test_fit_recovers_the_live_heap_from_the_shipped_model(off):
+    # Processor sharing and varying work make the overloaded 10 MB rows chaotic: another draw of
+    # the work moves their peak by ~15 %. Each request's work is tied to its arrival number
+    # (simapf/server/variation.py), so a nudged parameter no longer deals every request other
+    # work, and the fit finds the live heap again; when work was drawn as stages began it stopped
+    # 13 % and 27 % off, at memory medians of 6 % and 12 %. The CPU parameter stays weakly
+    # identified through these rows' chaotic CPU (it stops 26 % and 11 % off), so it is not checked.
+    truth = ServerParams()
+    rows = synthetic_rows(truth)
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.json_encode_core_s_per_byte"])
+    true_values = start_values(free, truth, QUICK)
+    start, _ = apply(free, true_values * np.array(off), truth, QUICK)
+    res = fit(rows, start, QUICK, free, max_iterations=15, n_jobs=1, progress=False, log=lambda _m: None,
+              final_jacobian=False)  # fmt: skip
+    assert res.values["process.live_heap_bytes"] == pytest.approx(true_values[0], rel=0.02)
+    assert res.summary.memory_median < 0.02
 
 def test_residuals_are_log_ratios_and_empty_cell_shortfalls():
     r = Row(0, "cache", 1e6, 100, 10.0, "max", 200.0, ((1, 500.0), (10, 400.0), (100, None)))

@@ -266,7 +266,7 @@ def build_report(
         "Each cell is simulated as the experiment ran it (`simapf.calibrate.experiment`): 16 cores, "
         "server concurrency 800, bootstrap APF (the LISTs land in `global-default`), the `constant` "
         f"seats policy, one resource listed whole as JSON ({'encoded item by item' if setup.streaming_encoding else 'encoded whole'}). The load ramps up over "
-        f"{setup.ramp_s:g} s, arrivals are {setup.arrivals}, the dashboard is read after a "
+        f"{setup.ramp_s:.3g} s, arrivals are {setup.arrivals}, the dashboard is read after a "
         f"{setup.warmup_s:g} s warm-up for {setup.window_s:g} s, RSS scraped every {setup.scrape_every_s:g} s; "
         "peak memory is the highest RSS reading, CPU the apiserver's mean over the window. "
         f"Simulating the whole grid ({len(results)} cells) took {grid_wall_s:.0f} s here.",

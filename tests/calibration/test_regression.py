@@ -39,8 +39,8 @@ _SATURATED = (
 )
 KNOWN_SATURATED: dict[str, str] = {
     "cache 100 KB x10 @6300/s": (
-        "cache 100 KB at 6300/s: the model's CPU for this row stops at ~9.7 cores against the "
-        "measured 10.6, so about 11 % of the LISTs are rejected at the QPS the experiment sustained"
+        "cache 100 KB at 6300/s: the model's CPU for this row stops at ~10.0 cores against the "
+        "measured 10.6, so about 10 % of the LISTs are rejected at the QPS the experiment sustained"
     ),
     "cache 1 MB x1000 @480/s": _SATURATED,
     "cache 10 MB x1000 @80/s": _SATURATED,

@@ -6,7 +6,9 @@ Rewrites the default of every `ServerParams` field (simapf/server/params.py) and
 `ExperimentSetup` field (simapf/calibrate/experiment.py) whose value in the record differs from
 the current default, in place, leaving descriptions and layout alone. Values are written as
 the record holds them (exactly), so `ServerParams()` then equals the record's `server` section,
-which tests/calibration/ checks. Review the diff before committing.
+which tests/calibration/ checks. The Default column of docs/resource-model.md's parameter
+tables is rewritten to match (tests/server/test_server_params.py checks it). Review the diff
+before committing.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ sys.path.insert(0, str(ROOT))
 from simapf.calibrate.experiment import ExperimentSetup  # noqa: E402
 from simapf.calibrate.record import SHIPPED, read_record  # noqa: E402
 from simapf.server.params import ServerParams  # noqa: E402
+from simapf.server.reference import refresh_defaults  # noqa: E402
 
 PARAMS_PY = ROOT / "simapf" / "server" / "params.py"
+PARAMETER_DOC = ROOT / "docs" / "resource-model.md"
 EXPERIMENT_PY = ROOT / "simapf" / "calibrate" / "experiment.py"
 
 
@@ -93,6 +97,8 @@ def main() -> None:
             exp_src = set_default(exp_src, "ExperimentSetup", field, literal(value))
             changed.append(f"experiment.{field} = {literal(value)}")
     EXPERIMENT_PY.write_text(exp_src, encoding="utf-8")
+    doc = PARAMETER_DOC.read_text(encoding="utf-8")
+    PARAMETER_DOC.write_text(refresh_defaults(doc, ServerParams.model_validate(record["server"])), encoding="utf-8")
     print("\n".join(changed) or "defaults already match the record")
 
 

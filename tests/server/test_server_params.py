@@ -94,6 +94,33 @@ def test_parse_bytes(text, value):
     assert parse_bytes(text) == value
 
 
+def test_the_parameter_tables_show_the_shipped_defaults():
+    from pathlib import Path
+
+    from simapf.server.reference import refresh_defaults
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "resource-model.md").read_text(encoding="utf-8")
+    assert refresh_defaults(doc, ServerParams()) == doc
+
+
+def test_refreshing_the_tables_rewrites_only_the_default_cells():
+    from simapf.server.reference import refresh_defaults
+
+    doc = (
+        "intro `cores` here stays\n"
+        + "\n".join(f"### `{section}`: x\n\n| Field | Default | Meaning |\n|---|---|---|\n"
+                    + "".join(f"| `{f}` | STALE | keeps | this |\n" for f in type(getattr(ServerParams(), section)).model_fields)
+                    for section in ServerParams.model_fields)
+    )  # fmt: skip
+    p = ServerParams(cpu={"cores": 8}, gc={"gomemlimit_bytes": None, "gogc": 200})
+    out = refresh_defaults(doc, p)
+    assert "| `cores` | 8 | keeps | this |" in out and "| `gogc` | 200 |" in out
+    assert "| `gomemlimit_bytes` | null |" in out and "| `idle_mark_workers` | true |" in out
+    assert out.startswith("intro `cores` here stays") and "STALE" not in out
+    with pytest.raises(ValueError, match="gc.gogc"):
+        refresh_defaults(doc.replace("| `gogc` |", "| `gogcc` |"), p)
+
+
 def test_every_parameter_is_documented():
     from pathlib import Path
 

@@ -11,8 +11,8 @@ The factors belong to the request, not to the moment they are asked for: request
 gets the same factors for its etcd range, its CPU and its client's reading whatever order
 requests start, finish or are rejected in. So a parameter that moves the timing a little changes
 the outcome a little instead of dealing every later request another draw (which lets a fit take
-finite differences of a saturated run), and two runs of the same arrivals under different
-policies give each request the same work (which is what pairs them in a comparison).
+finite differences of a saturated run), and two runs with the same seed under different
+policies give request number k the same work even where they start it at different times.
 """
 
 from __future__ import annotations

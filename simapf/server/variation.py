@@ -32,29 +32,24 @@ class WorkVariation:
     request's factors can be drawn again without drawing those before it.
     """
 
-    __slots__ = ("cv", "_seed", "_shape", "_blocks", "_ones", "_b", "_block")
+    __slots__ = ("_seed", "_shape", "_blocks", "_ones")
 
     def __init__(self, cv: float, rng: np.random.Generator | None = None) -> None:
-        self.cv = cv
         self._seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
         self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
         self._blocks: dict[int, list[tuple[float, float, float]]] = {}
         self._ones = (1.0,) * STAGES
-        self._b = -1  # the block asked for last, kept at hand: requests start roughly in order
-        self._block: list[tuple[float, float, float]] = []
 
     def factors(self, key: int) -> tuple[float, float, float]:
         """The factors of request number `key` (>= 0): its etcd range, its CPU, its client's reading."""
         if not self._shape:
             return self._ones
         b, i = divmod(key, BLOCK)
-        if b != self._b:
-            block = self._blocks.get(b)
-            if block is None:
-                k = self._shape
-                draws = np.random.default_rng([self._seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
-                block = self._blocks[b] = list(map(tuple, draws.tolist()))
-                if len(self._blocks) > KEPT_BLOCKS:
-                    del self._blocks[min(self._blocks)]
-            self._b, self._block = b, block
-        return self._block[i]
+        block = self._blocks.get(b)
+        if block is None:
+            k = self._shape
+            draws = np.random.default_rng([self._seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
+            block = self._blocks[b] = list(map(tuple, draws.tolist()))
+            if len(self._blocks) > KEPT_BLOCKS:  # requests start roughly in arrival order
+                del self._blocks[min(self._blocks)]
+        return block[i]

@@ -2,41 +2,46 @@
 
 This is what a fit repeats for every iteration and the report once: 24 rows x 3 seat settings
 simulated as the experiment ran them (simapf.calibrate.experiment), with the shipped parameters,
-in parallel over the machine's cores. Target: under 60 s on 2 cores.
+in parallel over the machine's cores (or a Dask cluster's workers). Target: under 60 s on 2 cores.
 
-    python benchmarks/calibration_grid.py [--runs K] [--jobs N]
+    python benchmarks/calibration_grid.py [--runs K] [--jobs N] [--backend joblib|dask|serial] [--dask ADDRESS]
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 import platform
 import time
 
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup, run_cell
-from simapf.calibrate.grid import Simulator, default_jobs
+from simapf.calibrate.grid import Simulator, default_jobs, make_batches
 from simapf.calibrate.metrics import summarise
+from simapf.calibrate.record import SHIPPED, read_record, record_free_params
 from simapf.server.params import ServerParams
+from simapf.sweeps.backends import choose
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None, help="workers (default: one per core)")
+    parser.add_argument("--backend", choices=["joblib", "dask", "serial"], default=None)
+    parser.add_argument("--dask", default=None, metavar="SCHEDULER_ADDRESS", help="an existing Dask cluster")
     args = parser.parse_args()
     rows = load_rows()
     grid = cells(rows)
     params, setup = ServerParams(), ExperimentSetup()
-    jobs = args.jobs or default_jobs()
-    sim = Simulator(jobs)
-    sim.run([(params, setup, grid[:2])])  # start the worker processes outside the timing
-    walls = []
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        results = sim.run([(params, setup, grid)])[0]
-        walls.append(time.perf_counter() - start)
+    backend = choose(args.backend, args.jobs or (None if args.dask else default_jobs()), args.dask)
+    with Simulator(backend=backend) as sim:
+        sim.run([(params, setup, grid[:2])])  # start the worker processes outside the timing
+        walls = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            results = sim.run([(params, setup, grid)])[0]
+            walls.append(time.perf_counter() - start)
     # One process, cell by cell, for the CPU time each cell needs.
     cpu = {}
     for c in grid:
@@ -45,11 +50,27 @@ def main() -> None:
         cpu[c.key] = time.process_time() - t
     requests = sum(r.requests for r in results.values())
     s = summarise(rows, results)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; workers: {jobs}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; {backend.describe()}")
     print(f"grid: {len(grid)} cells, {requests:,} simulated requests")
     print(f"wall seconds: best {min(walls):.1f}, median {sorted(walls)[len(walls) // 2]:.1f} (of {args.runs})")
     print(f"CPU seconds, one process: total {sum(cpu.values()):.1f}; costliest cell {max(cpu.values()):.1f}")
     print(f"fit figures: memory median {s.memory_median:.1%}, worst {s.memory_max:.1%}; CPU median {s.cpu_median:.1%}")
+    # What more workers would give: the tasks as the simulator hands them out, each taking the
+    # CPU time its cells took here, to whichever worker is free first (no transfer costs).
+    free = record_free_params(read_record(SHIPPED))
+    jacobian = [(j, c) for j, fp in enumerate(free) for c in grid if c.row.source in fp.paths]
+    for workers in (2, 8, 16, 32, 64):
+        g = makespan([(0, c) for c in grid], cpu, setup, workers)
+        j = makespan(jacobian, cpu, setup, workers)
+        print(f"estimated on {workers} workers: grid {g:.1f} s, finite differences ({len(free)} parameters) {j:.0f} s")
+
+
+def makespan(tasks: list, cpu: dict, setup: ExperimentSetup, workers: int) -> float:
+    """When the last task ends if each free worker takes the next batch in `make_batches` order."""
+    ends = [0.0] * workers
+    for batch in make_batches(tasks, [setup] * (1 + max(k for k, _ in tasks))):
+        heapq.heapreplace(ends, ends[0] + sum(cpu[c.key] for _, c in batch))
+    return max(ends)
 
 
 if __name__ == "__main__":

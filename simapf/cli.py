@@ -246,7 +246,14 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
               help="Most least-squares iterations (one grid of simulations each).")
-@click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
+@click.option("--jobs", type=click.IntRange(min=1),
+              help="Worker processes (joblib; default one per core), or workers of a local Dask cluster.")
+@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
+              help="Simulate the cells on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs "
+                   "simapf[dask] here and on the workers).")
+@click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
+              help="Where the cells run: joblib worker processes (default), a Dask cluster (local unless "
+                   "--dask), or this process.")
 @click.option("--free", "free_keys",
               help="Comma-separated parameters to fit (default: those the start record was fitted on, else "
                    "the built-in set).")
@@ -260,8 +267,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, loss, report, params_path, logo,
-              quiet) -> None:  # fmt: skip
+def calibrate(data_path, out_path, start_path, max_iterations, jobs, dask_address, backend, free_keys, loss, report,
+              params_path, logo, quiet) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
 
     Every row of the data is simulated at 1, 10 and 100 seats as the experiment ran it, and
@@ -270,15 +277,17 @@ def calibrate(data_path, out_path, start_path, max_iterations, jobs, free_keys, 
     """
     from simapf.calibrate.command import calibrate as run_calibrate
     from simapf.calibrate.report import generate
+    from simapf.sweeps.backends import choose
 
     progress = not quiet and sys.stderr.isatty()
     try:
+        where = choose(backend, jobs, dask_address)
         if report:
-            summary = generate(params_path, data_path, logo_mode=logo, n_jobs=jobs, progress=progress)
+            summary = generate(params_path, data_path, logo_mode=logo, progress=progress, backend=where)
         else:
             keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
-            summary = run_calibrate(data_path, out_path, start_path, max_iterations, jobs, keys, progress=progress,
-                                    loss=loss)  # fmt: skip
+            summary = run_calibrate(data_path, out_path, start_path, max_iterations, free_keys=keys,
+                                    progress=progress, loss=loss, backend=where)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     for key, value in summary.items():

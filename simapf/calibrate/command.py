@@ -19,8 +19,10 @@ from typing import Any, Callable
 
 from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
 from simapf.calibrate.fit import fit, free_params_by_key, residual_rows
+from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
+from simapf.sweeps.backends import Backend
 
 
 def calibrate(
@@ -33,10 +35,12 @@ def calibrate(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     loss: str | None = None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Fit, write the record and its Jacobian; returns the fit's summary figures.
 
-    `free_keys` and `loss` default to the start record's (see the module's docstring)."""
+    `free_keys` and `loss` default to the start record's (see the module's docstring).
+    `backend`: where the cells run (default: `n_jobs` joblib workers)."""
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED
@@ -48,8 +52,9 @@ def calibrate(
     # the same residuals.
     n_res = len(residual_rows(all_cells(rows)))
     j0, r0 = stored if stored is not None and len(stored[1]) == n_res else (None, None)
-    result = fit(rows, params, setup, free, max_iterations=max_iterations, n_jobs=n_jobs,
-                 progress=progress, log=log, jacobian0=j0, residuals0=r0, loss=loss)  # fmt: skip
+    with Simulator(n_jobs, backend) as sim:
+        result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
+                     progress=progress, log=log, jacobian0=j0, residuals0=r0, loss=loss)  # fmt: skip
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),
         fit=result.fit_section(), error=result.summary.as_dict(),

@@ -1,24 +1,30 @@
 """Running many cells at once: every row x every seat setting, in parallel over processes.
 
 Cells are independent simulations, so they go to joblib workers (loky processes, reused from
-one call to the next, which matters for a fit that evaluates the grid many times). The
-costliest cells (most requests to simulate) are handed out first so that the workers finish
-together; the many cheap ones travel in small batches to save per-task overhead. One batch
-may hold cells of several parameter sets (a fit's Jacobian).
+one call to the next, which matters for a fit that evaluates the grid many times) or to the
+workers of a Dask cluster (one client for the simulator's life). The costliest cells (most
+requests to simulate) are handed out first so that the workers finish together; the many
+cheap ones travel in small batches to save per-task overhead. One batch may hold cells of
+several parameter sets (a fit's Jacobian: 25 grids at once, which a cluster runs side by side).
+A cell's result is the same wherever it runs.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from contextlib import ExitStack
+from typing import Any, Callable, Iterable, Iterator
 
 from joblib import Parallel, delayed
 
 from simapf.calibrate.data import Cell
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, run_cell
 from simapf.server.params import ServerParams
+from simapf.sweeps.backends import Backend, dask_client
 
 CHEAP_REQUESTS = 20_000  # cells below this many simulated requests are batched
+
+Batch = list[tuple[int, Cell]]  # (parameter set, cell) pairs run by one task
 
 
 def default_jobs() -> int:
@@ -29,16 +35,56 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run_batch(batch: list[tuple[int, Cell]], params: list[ServerParams], setup: list[ExperimentSetup]):
+def make_batches(tasks: list[tuple[int, Cell]], setups: list[ExperimentSetup]) -> list[Batch]:
+    """The tasks in the order they are handed out: the costliest cells first, one to a task,
+    then the cheap ones in eights."""
+
+    def cost(kc: tuple[int, Cell]) -> float:
+        return setups[kc[0]].requests_for(kc[1].row.qps)
+
+    tasks = sorted(tasks, key=cost, reverse=True)
+    batches = [[kc] for kc in tasks if cost(kc) > CHEAP_REQUESTS]
+    cheap = [kc for kc in tasks if cost(kc) <= CHEAP_REQUESTS]
+    return batches + [cheap[i : i + 8] for i in range(0, len(cheap), 8)]
+
+
+def _run_batch(batch: Batch, params: list[ServerParams], setup: list[ExperimentSetup]) -> list[tuple[int, CellResult]]:
     return [(k, run_cell(c, params[k], setup[k])) for k, c in batch]
 
 
 class Simulator:
-    """Runs cells for several parameter sets in one parallel batch (one joblib pool, reused)."""
+    """Runs cells for several parameter sets in one parallel batch.
 
-    def __init__(self, n_jobs: int | None = None) -> None:
-        self.n_jobs = n_jobs or default_jobs()
-        self._pool = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered") if self.n_jobs > 1 else None
+    `n_jobs` joblib workers (1: in this process), or `backend` (`simapf.sweeps.backends`):
+    serial, joblib, or Dask, on a scheduler's cluster or on a local one. A Dask client is opened
+    at the first run and kept until `close()` (or the end of a `with` block)."""
+
+    def __init__(self, n_jobs: int | None = None, backend: Backend | None = None) -> None:
+        if backend is None:
+            n = n_jobs or default_jobs()
+            backend = Backend("joblib", n) if n > 1 else Backend("serial", 1)
+        self.backend = backend
+        workers = backend.workers or default_jobs()
+        parallel = backend.kind == "joblib" and workers > 1
+        self._pool = Parallel(n_jobs=workers, return_as="generator_unordered") if parallel else None
+        self._client: Any = None
+        self._resources = ExitStack()
+
+    def __enter__(self) -> "Simulator":
+        if self.backend.kind == "dask":
+            self._connect()  # now, so a scheduler that does not answer fails before any work
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Disconnect from Dask (and stop a local cluster); joblib's pool needs nothing."""
+        self._client = None
+        self._resources.close()
+
+    def describe(self) -> str:
+        return self.backend.describe()
 
     def run(
         self,
@@ -50,24 +96,37 @@ class Simulator:
         setups = [w[1] for w in work]
         tasks = [(k, c) for k, w in enumerate(work) for c in w[2]]
         out: list[dict[tuple[int, int], CellResult]] = [{} for _ in work]
-
-        def cost(kc: tuple[int, Cell]) -> float:
-            return setups[kc[0]].requests_for(kc[1].row.qps)
-
-        tasks.sort(key=cost, reverse=True)
-        batches = [[kc] for kc in tasks if cost(kc) > CHEAP_REQUESTS]
-        cheap = [kc for kc in tasks if cost(kc) <= CHEAP_REQUESTS]
-        batches += [cheap[i : i + 8] for i in range(0, len(cheap), 8)]
-        if self._pool is None:
-            results = (_run_batch(b, params, setups) for b in batches)
-        else:
-            results = self._pool(delayed(_run_batch)(b, params, setups) for b in batches)
-        for batch in results:
+        for batch in self._batches(make_batches(tasks, setups), params, setups):
             for k, res in batch:
                 out[k][(res.row, res.seats)] = res
             if progress:
                 progress(len(batch))
         return out
+
+    def _batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
+        """The results of each batch, in whatever order they finish."""
+        if self.backend.kind == "dask":
+            return self._dask_batches(batches, params, setups)
+        if self._pool is None:
+            return (_run_batch(b, params, setups) for b in batches)
+        return self._pool(delayed(_run_batch)(b, params, setups) for b in batches)
+
+    def _dask_batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
+        client = self._connect()
+        from distributed import as_completed
+
+        futures = client.map(_run_batch, batches, params=params, setup=setups, pure=False)
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+                future.release()
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+
+    def _connect(self) -> Any:
+        if self._client is None:
+            self._client = self._resources.enter_context(dask_client(self.backend))
+        return self._client
 
 
 def run_grid(

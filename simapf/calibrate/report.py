@@ -28,6 +28,7 @@ from simapf.calibrate.data import DEFAULT_DATA, SEATS, Row, cells as all_cells, 
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
 from simapf.calibrate.fit import FreeParam, free_params_by_key
 from simapf.calibrate.grid import Simulator
+from simapf.sweeps.backends import Backend
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
 from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
@@ -362,27 +363,30 @@ def generate(
     n_jobs: int | None = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
-    """Simulate, compare, write the report and figure; returns the summary figures."""
+    """Simulate, compare, write the report and figure; returns the summary figures.
+
+    `backend`: where the cells run (default: `n_jobs` joblib workers)."""
     from tqdm.auto import tqdm
 
     params_path = Path(params_path) if params_path is not None else SHIPPED
     params, setup, record = load_params(params_path)
     rows = load_rows(data_path if data_path is not None else DEFAULT_DATA)
-    sim = Simulator(n_jobs)
-    bar = tqdm(desc="report", unit="run", disable=not progress, dynamic_ncols=True)
-    t0 = time.perf_counter()
-    results = evaluate(rows, params, setup, sim, bar.update)
-    grid_s = time.perf_counter() - t0
-    logo = None
-    if logo_mode != "skip":
-        free = free_params_by_key(free_keys) if free_keys else record_free_params(record)
-        stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup))
-        if logo_mode == "linear" and stored is None:
-            log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
-        J, r = stored if stored is not None else (None, None)
-        logo = leave_one_group_out(rows, params, setup, free, jacobian=J, residuals=r, mode=logo_mode,
-                                   simulator=sim, progress=bar.update, loss=record_loss(record))  # fmt: skip
+    with Simulator(n_jobs, backend) as sim:
+        bar = tqdm(desc="report", unit="run", disable=not progress, dynamic_ncols=True)
+        t0 = time.perf_counter()
+        results = evaluate(rows, params, setup, sim, bar.update)
+        grid_s = time.perf_counter() - t0
+        logo = None
+        if logo_mode != "skip":
+            free = free_params_by_key(free_keys) if free_keys else record_free_params(record)
+            stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup))
+            if logo_mode == "linear" and stored is None:
+                log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
+            J, r = stored if stored is not None else (None, None)
+            logo = leave_one_group_out(rows, params, setup, free, jacobian=J, residuals=r, mode=logo_mode,
+                                       simulator=sim, progress=bar.update, loss=record_loss(record))  # fmt: skip
     bar.close()
     text = build_report(rows, results, record, params_path, setup, logo, logo_mode, grid_s)
     figure(rows, results, Path(figures_dir))

@@ -8,9 +8,12 @@ same wherever it executes.
 
 from __future__ import annotations
 
+import logging
 import os
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
@@ -83,26 +86,9 @@ def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[dict]:
 
 
 def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise SimapfError(
-            "the dask backend needs Dask: pip install 'simapf[dask]' (here, and on every Dask worker)"
-        ) from None
-    import uuid
+    with dask_client(backend) as client:
+        from distributed import as_completed  # importable once dask_client has started
 
-    cluster = None
-    if backend.address:
-        try:
-            client = Client(backend.address, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError) as exc:
-            raise SimapfError(f"cannot reach the Dask scheduler at {backend.address}: {exc}") from None
-    else:
-        cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
-                               processes=True, dashboard_address=None)  # fmt: skip
-        client = Client(cluster)
-    try:
-        _check_workers(client)
         # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
         # that share a scheduler from sharing (or cancelling) each other's futures.
         token = uuid.uuid4().hex[:8]
@@ -113,17 +99,57 @@ def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
                 row = future.result()
                 if row.get("simapf_version") != __version__:
                     raise SimapfError(
-                        f"a Dask worker runs simapf {row.get('simapf_version')}, this sweep {__version__}: "
+                        f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
                         "install the same version on the workers"
                     )
                 future.release()
                 yield row
         finally:
             client.cancel([f for f in futures if not f.done()])
+
+
+@contextmanager
+def dask_client(backend: Backend) -> Iterator[Any]:
+    """A Dask client for `backend`: its scheduler's, or a local cluster's that ends with it.
+
+    Fails in one line when Dask is not installed, the scheduler does not answer, or the workers
+    cannot run this version of simapf."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SimapfError(
+            "the dask backend needs Dask: pip install 'simapf[dask]' (here, and on every Dask worker)"
+        ) from None
+
+    # Dask logs its cluster's comings and goings at INFO; the command line shows only warnings.
+    with _at_least(logging.getLogger("distributed"), logging.WARNING):
+        cluster = None
+        if backend.address:
+            try:
+                client = Client(backend.address, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as exc:
+                raise SimapfError(f"cannot reach the Dask scheduler at {backend.address}: {exc}") from None
+        else:
+            cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
+                                   processes=True, dashboard_address=None)  # fmt: skip
+            client = Client(cluster)
+        try:
+            _check_workers(client)
+            yield client
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+@contextmanager
+def _at_least(logger: logging.Logger, level: int) -> Iterator[None]:
+    before = logger.level
+    logger.setLevel(max(before, level))
+    try:
+        yield
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        logger.setLevel(before)
 
 
 def _check_workers(client) -> None:
@@ -143,5 +169,5 @@ def _check_workers(client) -> None:
     other = {v for v in versions.values() if v != __version__}
     if other:
         raise SimapfError(
-            f"Dask workers run simapf {', '.join(sorted(other))}, this sweep {__version__}: install the same version on the workers"
+            f"Dask workers run simapf {', '.join(sorted(other))}, this process {__version__}: install the same version on the workers"
         )

@@ -226,10 +226,13 @@ def figure(rows: list[Row], results: dict[tuple[int, int], CellResult], out_dir:
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext in ("png", "svg"):
-        p = out_dir / f"calibration-fit.{ext}"
-        fig.savefig(p, dpi=110, metadata={"Date": None} if ext == "svg" else None)
-        paths.append(p)
+    # A fixed salt for the SVG's element ids, so that regenerating an unchanged figure leaves
+    # the file unchanged.
+    with plt.rc_context({"svg.hashsalt": "simapf-calibration-fit"}):
+        for ext in ("png", "svg"):
+            p = out_dir / f"calibration-fit.{ext}"
+            fig.savefig(p, dpi=110, metadata={"Date": None} if ext == "svg" else None)
+            paths.append(p)
     plt.close(fig)
     return paths
 
@@ -341,6 +344,9 @@ def build_report(
         ".venv/bin/simapf calibrate --out calibration/params.yaml   # refit the shipped record's parameters, its loss",
         ".venv/bin/python -m simapf.calibrate.report                 # this page and its figure",
         "```",
+        "",
+        "`simapf calibrate --dask tcp://scheduler:8786` runs the cells on a Dask cluster: a fit from scratch takes",
+        "about 20 minutes on two cores and a few on 16 workers (docs/benchmarks.md).",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}.",
         "",

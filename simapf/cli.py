@@ -15,6 +15,13 @@ from simapf import __version__
 from simapf.errors import SimapfError
 
 
+# Every command that can run on a Dask cluster takes its scheduler the same way.
+dask_option = click.option(
+    "--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
+    help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask] here and on the workers).",
+)  # fmt: skip
+
+
 def _fail(err: Exception) -> None:
     click.echo(f"simapf: error: {err}", err=True)
     sys.exit(2)
@@ -144,8 +151,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 @click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Confidence level of the intervals on the differences.")
 @click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (default: all cores).")
-@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
-              help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask]).")
+@dask_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Directory to write runs (Parquet, CSV), table.csv, differences.csv, comparison.txt and "
                    "the figure comparison.png/.svg to.")
@@ -199,9 +205,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
                    "Default: the sweep file's `out`, else ./sweep-NAME.")
 @click.option("--workers", type=click.IntRange(min=1),
               help="Worker processes (joblib; default all cores), or workers of a local Dask cluster.")
-@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
-              help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask] here "
-                   "and on the workers).")
+@dask_option
 @click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
               help="Override the sweep file's backend.kind.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
@@ -248,9 +252,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="Most least-squares iterations (one grid of simulations each).")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes (joblib; default one per core), or workers of a local Dask cluster.")
-@click.option("--dask", "dask_address", metavar="SCHEDULER_ADDRESS",
-              help="Simulate the cells on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs "
-                   "simapf[dask] here and on the workers).")
+@dask_option
 @click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
               help="Where the cells run: joblib worker processes (default), a Dask cluster (local unless "
                    "--dask), or this process.")

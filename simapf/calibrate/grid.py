@@ -57,7 +57,7 @@ class Simulator:
 
     `n_jobs` joblib workers (1: in this process), or `backend` (`simapf.sweeps.backends`):
     serial, joblib, or Dask, on a scheduler's cluster or on a local one. A Dask client is opened
-    at the first run and kept until `close()` (or the end of a `with` block)."""
+    on entering a `with` block (or at the first run) and kept until its end (or `close()`)."""
 
     def __init__(self, n_jobs: int | None = None, backend: Backend | None = None) -> None:
         if backend is None:
@@ -82,9 +82,6 @@ class Simulator:
         """Disconnect from Dask (and stop a local cluster); joblib's pool needs nothing."""
         self._client = None
         self._resources.close()
-
-    def describe(self) -> str:
-        return self.backend.describe()
 
     def run(
         self,

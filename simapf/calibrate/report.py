@@ -28,13 +28,13 @@ from simapf.calibrate.data import DEFAULT_DATA, SEATS, Row, cells as all_cells, 
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
 from simapf.calibrate.fit import FreeParam, free_params_by_key
 from simapf.calibrate.grid import Simulator
-from simapf.sweeps.backends import Backend
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
 from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
 from simapf.errors import ConfigError
 from simapf.files import write_text_atomic
 from simapf.server.params import ServerParams
+from simapf.sweeps.backends import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "validation.md"

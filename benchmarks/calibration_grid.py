@@ -17,7 +17,7 @@ import time
 
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup, run_cell
-from simapf.calibrate.grid import Simulator, default_jobs, make_batches
+from simapf.calibrate.grid import Simulator, make_batches
 from simapf.calibrate.metrics import summarise
 from simapf.calibrate.record import SHIPPED, read_record, record_free_params
 from simapf.server.params import ServerParams
@@ -34,7 +34,7 @@ def main() -> None:
     rows = load_rows()
     grid = cells(rows)
     params, setup = ServerParams(), ExperimentSetup()
-    backend = choose(args.backend, args.jobs or (None if args.dask else default_jobs()), args.dask)
+    backend = choose(args.backend, args.jobs, args.dask)
     with Simulator(backend=backend) as sim:
         sim.run([(params, setup, grid[:2])])  # start the worker processes outside the timing
         walls = []

@@ -11,7 +11,6 @@ A cell's result is the same wherever it runs.
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack
 from typing import Any, Callable, Iterable, Iterator
 
@@ -20,19 +19,11 @@ from joblib import Parallel, delayed
 from simapf.calibrate.data import Cell
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, run_cell
 from simapf.server.params import ServerParams
-from simapf.sweeps.backends import Backend, dask_client
+from simapf.sweeps.backends import Backend, cpu_count, dask_client
 
 CHEAP_REQUESTS = 20_000  # cells below this many simulated requests are batched
 
 Batch = list[tuple[int, Cell]]  # (parameter set, cell) pairs run by one task
-
-
-def default_jobs() -> int:
-    """One worker per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def make_batches(tasks: list[tuple[int, Cell]], setups: list[ExperimentSetup]) -> list[Batch]:
@@ -61,10 +52,10 @@ class Simulator:
 
     def __init__(self, n_jobs: int | None = None, backend: Backend | None = None) -> None:
         if backend is None:
-            n = n_jobs or default_jobs()
+            n = n_jobs or cpu_count()
             backend = Backend("joblib", n) if n > 1 else Backend("serial", 1)
         self.backend = backend
-        workers = backend.workers or default_jobs()
+        workers = backend.workers or cpu_count()
         parallel = backend.kind == "joblib" and workers > 1
         self._pool = Parallel(n_jobs=workers, return_as="generator_unordered") if parallel else None
         self._client: Any = None

@@ -256,3 +256,7 @@ def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
     for given in ({}, {"jacobian0": J0, "residuals0": r0 + 0.01}):
         res, cells_run = refit(**given)
         assert np.allclose(res.jacobian, J0) and cells_run > 9
+    # Without one, they are taken at the start, which is the solution, and only there: the start
+    # and one grid per parameter (before, a second set at the solution made it 45).
+    res, cells_run = refit()
+    assert np.array_equal(res.jacobian, J0) and cells_run == 9 + 2 * 9

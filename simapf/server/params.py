@@ -178,7 +178,7 @@ class EtcdParams(_Params):
     """
 
     bytes_per_s: float = Field(
-        341142936.2251185,
+        2.745e+08,
         gt=0,
         description="Aggregate range-read throughput in stored bytes per second (see `large_range_bytes`). Fitted.",
     )
@@ -188,7 +188,7 @@ class EtcdParams(_Params):
         description="Aggregate range reads per second for empty ranges (the per-range cost). Fitted.",
     )
     objects_per_s: float | None = Field(
-        1344789.6987686085, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
+        860000.0, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
     )
     concurrency: int = Field(1, ge=1, description="Range reads etcd serves at once (its servers); the calibration chose 1 with `ps`.")
     discipline: Literal["ps", "fifo"] = Field(
@@ -199,7 +199,7 @@ class EtcdParams(_Params):
         ),
     )
     large_range_bytes: OptionalPositiveBytes = Field(
-        12101679.666012697,
+        2.33e+07,
         description=(
             "Per-byte range cost grows by a factor (1 + bytes/large_range_bytes): big ranges cost etcd "
             "more per byte. null = linear. Fitted."

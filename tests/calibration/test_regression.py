@@ -25,13 +25,7 @@ CPU_ROW_TOLERANCE = 0.30  # no per-row target was set; twice the median's
 ROWS = load_rows()
 
 # (row label, seats) -> why the shipped model misses it; see docs/validation.md.
-KNOWN_MISSES: dict[tuple[str, int], str] = {
-    ("etcd 1 MB x1000 @200/s", 1): (
-        "1 MB from etcd at its max QPS and 1 seat: the model has ~20 LISTs in flight (etcd at ~80 % "
-        "of its capacity for these ranges); the data's 1076 MB against 749 MB at 10 seats says the "
-        "server held about twice the 10-seat cap's LISTs, near saturation, at a QPS it sustained"
-    ),
-}
+KNOWN_MISSES: dict[tuple[str, int], str] = {}
 KNOWN_CPU_MISSES: dict[str, str] = {}
 _SATURATED = (
     "the model reaches the data's 1-seat memory for this cache row only by saturating at its max "

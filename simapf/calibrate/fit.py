@@ -215,6 +215,7 @@ class Problem:
         progress: Callable[[int], None] | None = None,
         jacobian0: np.ndarray | None = None,
         refresh_every: int | None = 6,
+        residuals0: np.ndarray | None = None,
     ) -> None:
         if not free:
             raise ConfigError("calibrate: no free parameters to fit")
@@ -242,7 +243,11 @@ class Problem:
         self._Jr: np.ndarray | None = None
         self.refresh_every = refresh_every
         self._updates = 0
-        self._fd: tuple[np.ndarray, np.ndarray] | None = None  # (x, finite differences at x), the last taken
+        # Finite differences known at a point, with the residuals they were taken with there: the
+        # ones taken here, and a given starting Jacobian if `residuals0` says what it was taken with.
+        self._fd_at: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        if jacobian0 is not None and residuals0 is not None:
+            self._fd_at[np.zeros(len(free)).tobytes()] = (jacobian0, residuals0)
 
     def natural(self, x: np.ndarray) -> np.ndarray:
         """The parameter values at `x`, within their bounds despite rounding in exp(log)."""
@@ -300,14 +305,16 @@ class Problem:
         for j, (h, run) in enumerate(zip(steps, runs)):
             merged = {**base, **run}  # cells a parameter cannot touch keep the base result
             J[:, j] = (residuals(merged, self.cells) - r0) / h
-        self._fd = (x.copy(), J)
+        self._fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r0)
         return J
 
-    def finite_differences_taken_at(self, x: np.ndarray) -> np.ndarray | None:
-        """The finite differences last taken, if they were taken at `x` (the simulation is
-        deterministic in the parameters, so taking them again would give the same)."""
-        if self._fd is not None and np.array_equal(self._fd[0], x):
-            return self._fd[1]
+    def finite_differences_known_at(self, x: np.ndarray) -> np.ndarray | None:
+        """Finite differences already taken at `x` (here, or given for the start), if `x` still
+        gives the residuals they were taken with (the same cells, data, model and values): the
+        simulation is deterministic in the parameters, so taking them again would give these."""
+        known = self._fd_at.get(np.asarray(x, dtype=float).tobytes())
+        if known is not None and np.array_equal(self.evaluate(x)[0], known[1]):
+            return known[0]
         return None
 
 
@@ -386,7 +393,7 @@ def fit(
     t0 = time.perf_counter()
     bar = tqdm(desc="calibrate", unit="run", disable=not progress, dynamic_ncols=True)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
-                   jacobian0=jacobian0)  # fmt: skip
+                   jacobian0=jacobian0, residuals0=residuals0)  # fmt: skip
     say = log or (lambda msg: tqdm.write(msg))
     best: dict[str, Any] = {"cost": math.inf}
 
@@ -418,15 +425,9 @@ def fit(
     )  # fmt: skip
     x = best.get("x", sol.x)
     r, results = prob.evaluate(x)
-    if (final_jacobian and jacobian0 is not None and residuals0 is not None and not np.any(x)
-            and np.array_equal(r, residuals0)):  # fmt: skip
-        # No step was accepted, and the start gives the residuals the given finite differences
-        # were taken with: the simulation is deterministic in the parameters, so they are these.
-        say("calibrate: the solution is the start; its given Jacobian is the record's")
-        J = jacobian0
-    elif final_jacobian and (taken := prob.finite_differences_taken_at(x)) is not None:
-        say("calibrate: the solution is where the last finite differences were taken; they are the record's")
-        J = taken
+    if final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
+        say("calibrate: finite differences were already taken at the solution; they are the record's")
+        J = known
     elif final_jacobian:
         say("calibrate: finite differences at the solution, for the record")
         J = prob.finite_differences(x)

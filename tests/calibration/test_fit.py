@@ -81,6 +81,7 @@ def test_fit_recovers_the_live_heap_from_the_shipped_model(off):
     assert res.values["process.live_heap_bytes"] == pytest.approx(true_values[0], rel=0.02)
     assert res.summary.memory_median < 0.02
 
+
 def test_residuals_are_log_ratios_and_empty_cell_shortfalls():
     r = Row(0, "cache", 1e6, 100, 10.0, "max", 200.0, ((1, 500.0), (10, 400.0), (100, None)))
 

@@ -17,6 +17,7 @@ import time
 
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup, run_cell
+from simapf.calibrate.fit import can_change
 from simapf.calibrate.grid import Simulator, make_batches
 from simapf.calibrate.metrics import summarise
 from simapf.calibrate.record import SHIPPED, read_record, record_free_params
@@ -58,7 +59,7 @@ def main() -> None:
     # What more workers would give: the tasks as the simulator hands them out, each taking the
     # CPU time its cells took here, to whichever worker is free first (no transfer costs).
     free = record_free_params(read_record(SHIPPED))
-    jacobian = [(j, c) for j, fp in enumerate(free) for c in grid if c.row.source in fp.paths]
+    jacobian = [(j, c) for j, fp in enumerate(free) for c in grid if can_change(fp, c, results[c.key], params, setup)]
     for workers in (2, 8, 16, 32, 64):
         g = makespan([(0, c) for c in grid], cpu, setup, workers)
         j = makespan(jacobian, cpu, setup, workers)

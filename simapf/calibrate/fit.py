@@ -15,8 +15,10 @@ start and a step of 0.05 is a 5 % change whatever the unit. Residuals, all dimen
 The simulation is deterministic for given parameters (common random numbers per cell), but a
 peak over a window is not smooth in the parameters, so the Jacobian is taken by forward
 differences with a 5 % step, not an infinitesimal one. It is computed here, not by scipy, so
-that the runs of one Jacobian go to the workers as one batch, and a parameter that only
-touches one serving path (etcd's throughput, say) re-runs only that path's cells.
+that the runs of one Jacobian go to the workers as one batch, and a step re-runs only the cells
+it can change: those of the serving paths the parameter acts on (etcd's throughput: the etcd
+rows), of compressed responses for a gzip parameter, and not an empty cell that rejects far
+more than the residual asks (`can_change`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from simapf.errors import ConfigError
 from simapf.server.params import ServerParams
 
 EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion is > 0.5)
+# An empty cell rejecting at least EMPTY_TARGET + this has a residual of 0 that a step of
+# DIFF_STEP leaves at 0: a step that scales the apiserver's capacity by 5 % moves the rejected
+# fraction f by about 0.05 (1 - f), at most 0.02 at f >= 0.6, a fifth of this margin.
+CLAMPED_MARGIN = 0.1
 SUSTAINED = 0.05  # max rows at 1 seat: at most this share not served
 DIFF_STEP = 0.05
 # The default loss is robust: a cell off by more than ~20 % (|ln ratio| > 0.2) costs linearly,
@@ -52,13 +58,15 @@ BOTH = ("etcd", "cache")
 @dataclass(frozen=True)
 class FreeParam:
     """A fitted parameter: dotted key into {server params..., experiment: {...}}, bounds in its
-    own unit, and the serving paths whose cells it can change."""
+    own unit, the serving paths whose cells it can change, and whether it acts only on
+    responses the apiserver compresses (gzip accepted, at least the compression threshold)."""
 
     key: str
     lo: float
     hi: float
     paths: tuple[str, ...] = BOTH
     why: str = ""
+    gzip_only: bool = False
 
 
 # What the calibration fits, and why each is free: the shipped record's set (the streamed,
@@ -69,7 +77,7 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     FreeParam("request_cpu.request_core_s", 1e-5, 5e-3, why="fixed CPU per request: the 100 KB rows"),
     FreeParam("request_cpu.json_encode_core_s_per_byte", 3e-10, 5e-8, why="JSON encoding per response byte"),
     FreeParam("request_cpu.json_encode_core_s_per_object", 1e-7, 5e-5, why="JSON encoding per object"),
-    FreeParam("request_cpu.compress_core_s_per_byte", 3e-10, 5e-8, why="gzip per response byte (>= 128 KiB)"),
+    FreeParam("request_cpu.compress_core_s_per_byte", 3e-10, 5e-8, why="gzip per response byte (>= 128 KiB)", gzip_only=True),
     FreeParam("request_cpu.decode_core_s_per_byte", 1e-10, 5e-8, ("etcd",), "etcd path: decode per stored byte"),
     FreeParam("request_cpu.decode_core_s_per_object", 1e-7, 1e-4, ("etcd",), "etcd path: decode per object"),
     FreeParam("gc.mark_rate_bytes_per_core_s", 1e8, 2e10, why="GC CPU per byte of live heap"),
@@ -87,7 +95,7 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     FreeParam("request_cpu.work_cv", 0.05, 2.0, why="how much identical requests' work varies"),
     FreeParam("request_memory.etcd_decoded_multiplier", 0.05, 8.0, ("etcd",), "etcd path: decoded bytes per stored byte"),
     FreeParam("request_memory.struct_copy_bytes_per_object", 50.0, 2e4, ("cache",), "cache path: bytes per object copied"),
-    FreeParam("request_memory.compressor_bytes", 1e4, 1e7, why="gzip writer state per compressed response"),
+    FreeParam("request_memory.compressor_bytes", 1e4, 1e7, why="gzip writer state per compressed response", gzip_only=True),
     FreeParam("gc.scavenge_rate_bytes_per_s", 1e7, 1e10, why="how fast RSS follows a shrinking heap"),
     # the experiment's set-up
     FreeParam(
@@ -96,7 +104,7 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     ),  # fmt: skip
     FreeParam(
         "experiment.client.colocated_gzip_core_s_per_byte", 1e-10, 5e-8,
-        why="the load generator's CPU to decompress a gzip response, per byte",
+        why="the load generator's CPU to decompress a gzip response, per byte", gzip_only=True,
     ),  # fmt: skip
     FreeParam("experiment.client.response_latency_s", 1e-4, 0.5, why="delivery time per response (holds seats)"),
     FreeParam(
@@ -202,6 +210,19 @@ def residuals(results: dict[tuple[int, int], CellResult], cells: list[Cell]) -> 
     return np.array(out)
 
 
+def can_change(fp: FreeParam, cell: Cell, result: CellResult, params: ServerParams, setup: ExperimentSetup) -> bool:
+    """Whether a step of DIFF_STEP in `fp` can change the residuals of `cell`, whose result with
+    (`params`, `setup`) is `result`: not if the parameter acts on another serving path, or only
+    on compressed responses and this one is not compressed, nor if the cell is an empty one
+    whose rejected fraction is clamped (CLAMPED_MARGIN)."""
+    if cell.row.source not in fp.paths:
+        return False
+    compressed = setup.client.accept_gzip and cell.row.response_bytes >= params.request_memory.compress_threshold_bytes
+    if fp.gzip_only and not compressed:
+        return False
+    return not (cell.measured_mb is None and result.rejected_fraction >= EMPTY_TARGET + CLAMPED_MARGIN)
+
+
 class Problem:
     """The residuals of a set of rows as a function of the log-scaled free parameters."""
 
@@ -292,6 +313,7 @@ class Problem:
     def finite_differences(self, x: np.ndarray) -> np.ndarray:
         """d residual / d x_j by a forward step of DIFF_STEP (backward at the upper bound)."""
         r0, base = self.evaluate(x)
+        here = self.at(x)
         steps, xs, subsets = [], [], []
         for j, fp in enumerate(self.free):
             h = DIFF_STEP if x[j] + DIFF_STEP <= self.hi[j] else -DIFF_STEP
@@ -299,11 +321,11 @@ class Problem:
             xj[j] += h
             steps.append(h)
             xs.append(xj)
-            subsets.append([c for c in self.cells if c.row.source in fp.paths])
+            subsets.append([c for c in self.cells if can_change(fp, c, base[c.key], *here)])
         runs = self.simulate(xs, subsets)
         J = np.zeros((len(r0), len(self.free)))
         for j, (h, run) in enumerate(zip(steps, runs)):
-            merged = {**base, **run}  # cells a parameter cannot touch keep the base result
+            merged = {**base, **run}  # cells a step cannot change keep the base result
             J[:, j] = (residuals(merged, self.cells) - r0) / h
         self._fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r0)
         return J

@@ -7,7 +7,7 @@ import pytest
 
 from simapf.calibrate.data import Row, cells
 from simapf.calibrate.experiment import ExperimentSetup
-from simapf.calibrate.fit import FREE_PARAMS, Problem, apply, fit, free_params_by_key, residuals, start_values
+from simapf.calibrate.fit import CLAMPED_MARGIN, FREE_PARAMS, Problem, apply, fit, free_params_by_key, residuals, start_values
 from simapf.calibrate.grid import Simulator, run_grid
 from simapf.calibrate.logo import _linear_step, groups
 from simapf.errors import ConfigError
@@ -110,6 +110,42 @@ def test_path_specific_parameters_rerun_only_their_cells():
     cache_rows = [i for i, c in enumerate(prob.cells) if c.row.source == "cache"]
     assert np.all(J[cache_rows, 0] == 0.0)
     assert np.any(J[:, 1] != 0.0)
+
+
+class _ReplayingSimulator:
+    """A stand-in for the grid: each cell's result is a fixed one; it records which cells each
+    parameter set ran."""
+
+    def __init__(self, rejected: dict[tuple[int, int], float]) -> None:
+        self.rejected = rejected
+        self.ran: list[set[tuple[int, int]]] = []
+
+    def run(self, work, progress=None):
+        from simapf.calibrate.experiment import CellResult
+
+        self.ran += [{c.key for c in cells_} for _p, _s, cells_ in work]
+        return [{c.key: CellResult(c.row.index, c.seats, 500.0, 100.0, self.rejected.get(c.key, 0.0), 0.0, 0, 0, 0.0, 0)
+                 for c in cells_} for _p, _s, cells_ in work]  # fmt: skip
+
+
+def test_finite_differences_skip_uncompressed_responses_and_clamped_empty_cells():
+    # 100 KB is below the 128 KiB compression threshold, 1 MB above; both rows leave 100 seats empty.
+    rows = [Row(0, "cache", 1e5, 10, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, None))),
+            Row(1, "cache", 1e6, 10, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, None)))]  # fmt: skip
+    free = free_params_by_key(["request_memory.compressor_bytes", "process.live_heap_bytes"])
+    assert free[0].gzip_only and not free[1].gzip_only
+    # Row 0's empty cell rejects far more than asked for (0.6); row 1's only just.
+    sim = _ReplayingSimulator({(0, 100): 0.6 + CLAMPED_MARGIN, (1, 100): 0.6 + CLAMPED_MARGIN - 0.01})
+    Problem(rows, ServerParams(), QUICK, free, sim).finite_differences(np.zeros(2))
+    base, gzip_step, heap_step = sim.ran
+    assert len(base) == 6
+    assert gzip_step == {(1, 1), (1, 10), (1, 100)}
+    assert heap_step == base - {(0, 100)}
+    # A client that does not accept gzip gets no compressed response.
+    no_gzip = QUICK.model_copy(update={"client": QUICK.client.model_copy(update={"accept_gzip": False})})
+    sim.ran = []
+    Problem(rows, ServerParams(), no_gzip, free, sim).finite_differences(np.zeros(2))
+    assert sim.ran[1] == set()
 
 
 def test_unknown_free_parameter_is_a_config_error():

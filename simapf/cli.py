@@ -259,9 +259,10 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--free", "free_keys",
               help="Comma-separated parameters to fit (default: those the start record was fitted on, else "
                    "the built-in set).")
-@click.option("--loss", type=click.Choice(["soft_l1", "linear"]),
+@click.option("--loss", type=click.Choice(["soft_l1", "linear", "worst"]),
               help="Least-squares loss: soft_l1 lets a few unreachable cells cost linearly; linear weighs "
-                   "the worst cells fully (default: the start record's, else soft_l1).")
+                   "the worst cells fully; worst is linear plus a penalty on any memory cell more than 40 % "
+                   "off (default: the start record's, else soft_l1).")
 @click.option("--report", "report", is_flag=True,
               help="Instead of fitting: regenerate docs/validation.md and its figure for --params.")
 @click.option("--params", "params_path", type=click.Path(dir_okay=False),

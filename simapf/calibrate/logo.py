@@ -103,7 +103,7 @@ def leave_one_group_out(
     computed when not given. `loss`: the one the full fit used (its record's `fit.loss`), so
     that the refits weigh the cells as it did."""
     sim = simulator or Simulator()
-    prob = Problem(rows, params, setup, free, sim, progress)
+    prob = Problem(rows, params, setup, free, sim, progress, loss=loss)
     x0 = np.zeros(len(free))
     if mode == "linear" and (jacobian is None or residuals is None):
         residuals, _ = prob.evaluate(x0)

@@ -7,7 +7,7 @@ import pytest
 
 from simapf.calibrate.data import Row, cells
 from simapf.calibrate.experiment import ExperimentSetup
-from simapf.calibrate.fit import CLAMPED_MARGIN, FREE_PARAMS, Problem, apply, fit, free_params_by_key, residuals, start_values
+from simapf.calibrate.fit import CLAMPED_MARGIN, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals, start_values
 from simapf.calibrate.grid import Simulator, run_grid
 from simapf.calibrate.logo import _linear_step, groups
 from simapf.errors import ConfigError
@@ -91,12 +91,19 @@ def test_residuals_are_log_ratios_and_empty_cell_shortfalls():
 
     results = {(0, 1): Res(1000.0, 100.0, 0.0), (0, 10): Res(400.0, 90.0, 0.0), (0, 100): Res(300.0, 10.0, 0.8)}
     out = residuals(results, cells([r]))
-    # memory at 1, 10 seats; the empty cell; CPU; the max row's share not served at 1 seat
-    assert out == pytest.approx([np.log(2.0), 0.0, 0.0, np.log(0.5), 0.0])
+    # memory at 1, 10 seats; the empty cell; CPU; the max row's share not served at 1 seat;
+    # memory at 1, 10 seats beyond 40 % off, which only the `worst` loss weighs
+    assert out == pytest.approx([np.log(2.0), 0.0, 0.0, np.log(0.5), 0.0, 0.0, 0.0])
+    out = residuals(results, cells([r]), worst_weight=WORST_WEIGHT)
+    assert out[5:] == pytest.approx([WORST_WEIGHT * 0.6, 0.0])  # twice the measurement: 60 points beyond
     results[(0, 100)] = Res(300.0, 10.0, 0.2)
     assert residuals(results, cells([r]))[2] == pytest.approx(0.4)  # 0.6 wanted, 0.2 rejected
     results[(0, 1)] = Res(1000.0, 100.0, 0.3)
     assert residuals(results, cells([r]))[4] == pytest.approx(0.25)  # 5 % allowed
+    results[(0, 1)] = Res(290.0, 100.0, 0.0)  # 42 % under
+    assert residuals(results, cells([r]), worst_weight=1.0)[5] == pytest.approx(0.02)
+    results[(0, 1)] = Res(310.0, 100.0, 0.0)  # 38 % under: within
+    assert residuals(results, cells([r]), worst_weight=1.0)[5] == 0.0
 
 
 def test_path_specific_parameters_rerun_only_their_cells():

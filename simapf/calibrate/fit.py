@@ -61,6 +61,7 @@ WORST = 0.4  # the worst case the calibration asks for: no memory cell off by mo
 # With `worst`, a cell 10 points beyond WORST adds 0.125 to the cost (the shipped fit's is
 # ~0.9), one just beyond next to nothing: a bound finite differences can see.
 WORST_WEIGHT = 5.0
+BOTH = ("etcd", "cache")
 
 
 def scipy_loss(loss: str) -> str:
@@ -71,7 +72,6 @@ def scipy_loss(loss: str) -> str:
 def worst_weight(loss: str) -> float:
     """The weight of the beyond-the-worst-case residuals under `loss`."""
     return WORST_WEIGHT if loss == "worst" else 0.0
-BOTH = ("etcd", "cache")
 
 
 @dataclass(frozen=True)

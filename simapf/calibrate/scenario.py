@@ -8,12 +8,11 @@ at the cell's seats, one resource, and an open-loop lister that ramps up and the
 row's QPS. A user can then look at the cell with every series the runner records, or change
 one thing (another policy, GOMEMLIMIT) and see what the experiment would have shown.
 
-Two things differ: the ramp is a staircase of `RAMP_STEPS` instances rather than a line (each
-paced instance sends its first LIST one gap after it starts, so the staircase sends about
-`RAMP_STEPS` fewer; a row whose backlog keeps every LIST, as etcd 10 MB x10000 at 20/s with 1
-seat, peaks 10-14 % lower for it), and the summary's peak is the highest 1-s sample over the
-whole run, not `ExperimentSetup`'s scrape-averaged peak after the warm-up (the series hold what
-is needed to read it either way).
+Two things differ: the ramp is a staircase of `RAMP_STEPS` instances rather than a line (a row
+whose backlog keeps every LIST sent, as etcd 10 MB x10000 at 20/s with 1 seat, peaks 10-14 %
+lower for it; without a ramp the two agree), and the summary's peak is the highest 1-s sample
+over the whole run, not `ExperimentSetup`'s scrape-averaged peak after the warm-up (the series
+hold what is needed to read it either way).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ import pytest
 
 from simapf.calibrate.data import Row, cells
 from simapf.calibrate.experiment import ExperimentSetup
-from simapf.calibrate.fit import CLAMPED_MARGIN, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals, start_values
+from simapf.calibrate.fit import (
+    CLAMPED_MARGIN, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals, start_values,
+)
 from simapf.calibrate.grid import Simulator, run_grid
 from simapf.calibrate.logo import _linear_step, groups
 from simapf.errors import ConfigError

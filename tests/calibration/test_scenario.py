@@ -24,11 +24,11 @@ def _window(series, setup: ExperimentSetup):
 @pytest.mark.parametrize(
     ("label", "ramp_s"),
     [
-        # etcd, overloaded: a backlog of ranges. Without the ramp: the scenario's staircase (20
-        # paced instances, each sending its first LIST one gap, here 1 s, after it starts) sends
-        # about 20 fewer LISTs than the reconstruction's line, and this row's backlog keeps
-        # every one: its peak 4264 MB against 4765-5287 in four draws (2026-11-21 record; 4281
-        # against 4649-5133 in eight with the one before), 5515 against 5538-5932 without a ramp.
+        # etcd, overloaded: a backlog of ranges that keeps every LIST sent. Compared without the
+        # ramp, because the scenario's ramp (a staircase of 20 paced instances) is not the
+        # reconstruction's line and this row's peak shows it: 4264 MB against 4765-5287 in four
+        # draws with the ramp (2026-11-21 record; 4281 against 4649-5133 in eight with the one
+        # before), 5515 against 5538-5932 without.
         ("etcd 10 MB x10000 @20/s 1 seats", 0.0),
         ("etcd 10 MB x10000 @20/s 10 seats", None),
         ("cache 10 MB x1000 @105/s 1 seats", None),  # cache, saturated at APF's limit

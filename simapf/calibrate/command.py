@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.calibrate.data import DEFAULT_DATA, cells as all_cells, load_rows
-from simapf.calibrate.fit import fit, free_params_by_key, residual_rows
+from simapf.calibrate.data import DEFAULT_DATA, load_rows
+from simapf.calibrate.fit import fit, free_params_by_key
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
@@ -47,11 +47,8 @@ def calibrate(
     params, setup, start_record = load_params(start_path)
     free = free_params_by_key(free_keys) if free_keys else record_free_params(start_record)
     loss = loss or record_loss(start_record)
-    stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup))
-    # A stored Jacobian belongs to the data (and residuals) it was computed on; reuse it only for
-    # the same residuals.
-    n_res = len(residual_rows(all_cells(rows)))
-    j0, r0 = stored if stored is not None and len(stored[1]) == n_res else (None, None)
+    stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup), rows)
+    j0, r0 = stored if stored is not None else (None, None)
     with Simulator(n_jobs, backend) as sim:
         result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
                      progress=progress, log=log, jacobian0=j0, residuals0=r0, loss=loss)  # fmt: skip

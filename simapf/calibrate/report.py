@@ -26,7 +26,7 @@ import numpy as np
 
 from simapf.calibrate.data import DEFAULT_DATA, SEATS, Row, cells as all_cells, load_rows
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
-from simapf.calibrate.fit import FreeParam, free_params_by_key
+from simapf.calibrate.fit import FreeParam, free_params_by_key, residual_rows
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
@@ -64,14 +64,17 @@ def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[st
     write_text_atomic(Path(path), json.dumps(data, indent=None) + "\n")
 
 
-def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[str, float]):
+def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[str, float], rows: list[Row]):
     """(jacobian, residuals) if the stored ones belong to these free parameters at these
-    values; None otherwise."""
+    values and to the residuals of these rows (the data, and the residuals' layout, they were
+    computed on); None otherwise."""
     path = Path(path)
     if not path.exists():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
     if data.get("free") != [fp.key for fp in free]:
+        return None
+    if len(data["residuals"]) != len(residual_rows(all_cells(rows))):
         return None
     for k, v in zip(data["free"], data["values"]):
         if not math.isclose(v, current[k], rel_tol=1e-5):
@@ -387,7 +390,7 @@ def generate(
         logo = None
         if logo_mode != "skip":
             free = free_params_by_key(free_keys) if free_keys else record_free_params(record)
-            stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup))
+            stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup), rows)
             if logo_mode == "linear" and stored is None:
                 log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
             J, r = stored if stored is not None else (None, None)

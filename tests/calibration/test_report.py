@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from simapf.calibrate.data import SEATS, load_rows
+import numpy as np
+
+from simapf.calibrate.data import SEATS, cells, load_rows
 from simapf.calibrate.experiment import CellResult
-from simapf.calibrate.report import NOTES, REPORT, figure
+from simapf.calibrate.fit import free_params_by_key, residual_rows
+from simapf.calibrate.report import NOTES, REPORT, figure, load_jacobian, save_jacobian
 
 
 def test_the_figure_is_the_same_file_when_drawn_again(tmp_path):
@@ -26,3 +29,19 @@ def test_the_shipped_report_carries_the_current_notes():
     # docs/validation.md copies calibration/validation-notes.md when it is generated: a note edited
     # since has not reached the page until the report is run again.
     assert NOTES.read_text(encoding="utf-8").rstrip() in REPORT.read_text(encoding="utf-8")
+
+
+def test_a_stored_jacobian_is_reused_only_for_the_same_residuals(tmp_path):
+    # The report and `simapf calibrate` both reuse a Jacobian stored beside a record; one taken
+    # on other data, or with another residual layout, is not theirs.
+    rows = load_rows()
+    free = free_params_by_key(["process.live_heap_bytes"])
+    values = {"process.live_heap_bytes": 2e8}
+    n = len(residual_rows(cells(rows)))
+    path = tmp_path / "p.jacobian.json"
+    save_jacobian(path, free, values, np.ones((n, 1)), np.zeros(n))
+    J, r = load_jacobian(path, free, values, rows)
+    assert J.shape == (n, 1) and len(r) == n
+    assert load_jacobian(path, free, values, rows[:-1]) is None
+    save_jacobian(path, free, values, np.ones((n - 1, 1)), np.zeros(n - 1))
+    assert load_jacobian(path, free, values, rows) is None

@@ -38,7 +38,7 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
     return {
         "name": f"list-experiment-{row.source}-{row.index}-{cell.seats}seats",
         "description": f"{row.label}, {cell.seats} seat(s) per LIST, reconstructed by simapf.calibrate.scenario.",
-        "run": {"duration_s": setup.warmup_s + setup.window_for(row.qps), "seed": setup.seed, "scrape_interval_s": 1},
+        "run": {"duration_s": setup.warmup_for(row.qps) + setup.window_for(row.qps), "seed": setup.seed, "scrape_interval_s": 1},
         "kubernetes": {
             "feature_gates": {
                 # Off, so resourceVersion unset reads etcd and "0" reads the watch cache.

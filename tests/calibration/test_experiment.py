@@ -46,6 +46,9 @@ def test_a_cell_runs_as_the_experiment_did(monkeypatch):
     assert seen["seed"] == [setup.seed, 3, 10]  # common random numbers per cell
     assert out.mem_mb == pytest.approx(700.0) and out.cpu_percent == pytest.approx(250.0)
     assert out.rejected_fraction == pytest.approx(0.25)
+    run_cell(Cell(row("cache", 1e5, 10, 6000.0), 1), ServerParams(), setup)  # a fast row: a shorter warm-up
+    assert seen["warmup_s"] == setup.warmup_for(6000.0) < setup.warmup_s
+    assert seen["duration_s"] == setup.warmup_for(6000.0) + setup.window_for(6000.0)
 
 
 def test_the_lists_land_in_global_default_with_constant_seats():
@@ -66,6 +69,16 @@ def test_fast_rows_are_watched_for_a_bounded_number_of_requests():
     assert s.window_for(6000) == pytest.approx(10)
     assert s.window_for(100_000) == experiment.MIN_WINDOW_S
     assert ExperimentSetup(window_requests=None).window_for(1e6) == ExperimentSetup().window_s
+
+
+def test_fast_rows_warm_up_for_a_bounded_number_of_requests():
+    s = ExperimentSetup(warmup_s=30, warmup_requests=27_000, ramp_s=9.6)
+    assert s.warmup_for(80) == 30
+    assert s.warmup_for(1350) == pytest.approx(20)
+    assert s.warmup_for(8400) == experiment.MIN_WARMUP_S
+    # Never before the ramp is over and the queues have settled behind it.
+    assert ExperimentSetup(warmup_requests=27_000, ramp_s=20).warmup_for(8400) == pytest.approx(20 + experiment.SETTLE_S)
+    assert ExperimentSetup(warmup_requests=None).warmup_for(1e6) == ExperimentSetup().warmup_s
 
 
 def test_ramp_then_steady_rate():

@@ -17,8 +17,8 @@ WORK_DRAWS = 4
 CELLS = {c.row.label + f" {c.seats} seats": c for c in cells(load_rows())}
 
 
-def _window(series, setup: ExperimentSetup):
-    return series[series.index >= setup.warmup_s]
+def _window(series, setup: ExperimentSetup, qps: float):
+    return series[series.index >= setup.warmup_for(qps)]
 
 
 @pytest.mark.parametrize(
@@ -45,12 +45,12 @@ def test_the_scenario_of_a_cell_reproduces_the_reconstruction(label, ramp_s):
         setup = setup.model_copy(update={"ramp_s": ramp_s})
     result = simapf.run(simapf.load_scenario(scenario_for(cell, setup=setup)))
     draws = [run_cell(cell, ServerParams(), setup, work_rng=np.random.default_rng(k)) for k in range(WORK_DRAWS)]
-    cpu = _window(result.wide("process_cpu_seconds_total").iloc[:, 0], setup)
+    cpu = _window(result.wide("process_cpu_seconds_total").iloc[:, 0], setup, cell.row.qps)
     cores = (cpu.iloc[-1] - cpu.iloc[0]) / (cpu.index[-1] - cpu.index[0])
     _among(cores * 100, [d.cpu_percent for d in draws], rel=0.03)
     # The run samples every second and the reconstruction every half second: the dashboard's
     # peak agrees within 10 % of the draws' range.
-    rss = _window(result.wide("process_resident_memory_bytes").iloc[:, 0], setup).tolist()
+    rss = _window(result.wide("process_resident_memory_bytes").iloc[:, 0], setup, cell.row.qps).tolist()
     _among(scraped_peak(rss, 1.0, setup.scrape_every_s) / 1e6, [d.mem_mb for d in draws], rel=0.10)
 
 

@@ -15,9 +15,11 @@ import os
 import platform
 import time
 
+import numpy as np
+
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup, run_cell
-from simapf.calibrate.fit import can_change
+from simapf.calibrate.fit import Problem
 from simapf.calibrate.grid import Simulator, make_batches
 from simapf.calibrate.metrics import summarise
 from simapf.calibrate.record import SHIPPED, read_record, record_free_params
@@ -58,12 +60,32 @@ def main() -> None:
     print(f"fit figures: memory median {s.memory_median:.1%}, worst {s.memory_max:.1%}; CPU median {s.cpu_median:.1%}")
     # What more workers would give: the tasks as the simulator hands them out, each taking the
     # CPU time its cells took here, to whichever worker is free first (no transfer costs).
-    free = record_free_params(read_record(SHIPPED))
-    jacobian = [(j, c) for j, fp in enumerate(free) for c in grid if can_change(fp, c, results[c.key], params, setup)]
+    jacobian = finite_difference_tasks(rows, params, setup, record_free_params(read_record(SHIPPED)), results)
     for workers in (2, 8, 16, 32, 64):
         g = makespan([(0, c) for c in grid], cpu, setup, workers)
         j = makespan(jacobian, cpu, setup, workers)
-        print(f"estimated on {workers} workers: grid {g:.1f} s, finite differences ({len(free)} parameters) {j:.0f} s")
+        print(f"estimated on {workers} workers: grid {g:.1f} s, finite differences ({len(jacobian)} cells) {j:.0f} s")
+
+
+class _Recorder:
+    """A stand-in for the simulator that answers every cell with its result at the shipped point
+    and keeps the cells each parameter set asked for."""
+
+    def __init__(self, results: dict) -> None:
+        self.results = results
+        self.asked: list[list] = []
+
+    def run(self, work, progress=None):
+        self.asked += [cells_ for _p, _s, cells_ in work]
+        return [{c.key: self.results[c.key] for c in cells_} for _p, _s, cells_ in work]
+
+
+def finite_difference_tasks(rows, params, setup, free, results) -> list:
+    """(parameter set, cell) for each cell one set of finite differences at the shipped point
+    simulates, as the fit chooses them (`Problem.finite_differences`)."""
+    recorder = _Recorder(results)
+    Problem(rows, params, setup, free, recorder).finite_differences(np.zeros(len(free)))
+    return [(k, c) for k, cells_ in enumerate(recorder.asked[1:], 1) for c in cells_]
 
 
 def makespan(tasks: list, cpu: dict, setup: ExperimentSetup, workers: int) -> float:

@@ -24,7 +24,8 @@ import numpy as np
 from pydantic import Field
 
 from simapf.calibrate.data import Cell
-from simapf.server.list_stream import ListStreamResult, run_list_stream
+from simapf.server.costs import RequestPlan, compute_plan
+from simapf.server.list_stream import ListStreamResult, list_cost, run_list_stream
 from simapf.server.params import ClientParams, ServerParams, _Params
 from simapf.server.paths import ServingPath
 
@@ -156,6 +157,17 @@ def run_params(params: ServerParams, setup: ExperimentSetup) -> ServerParams:
     )
 
 
+def cell_path(cell: Cell) -> ServingPath:
+    return ServingPath.ETCD if cell.row.source == "etcd" else ServingPath.CACHE
+
+
+def cell_plan(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> RequestPlan:
+    """What the server makes of each of the cell's LISTs (before its work factors)."""
+    row = cell.row
+    cost = list_cost(cell_path(cell), row.response_bytes, row.object_count, setup.streaming_encoding)
+    return compute_plan(run_params(params, setup), cost)
+
+
 def run_cell(
     cell: Cell, params: ServerParams, setup: ExperimentSetup, work_rng: np.random.Generator | None = None
 ) -> CellResult:
@@ -165,9 +177,8 @@ def run_cell(
     of a grid shares one fixed stream otherwise, so that parameters, not draws, make the
     differences a fit sees."""
     row = cell.row
-    path = ServingPath.ETCD if row.source == "etcd" else ServingPath.CACHE
     result: ListStreamResult = run_list_stream(
-        path,
+        cell_path(cell),
         row.response_bytes,
         row.object_count,
         qps=row.qps,

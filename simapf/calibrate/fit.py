@@ -21,23 +21,31 @@ that the runs of one Jacobian go to the workers as one batch, and a step re-runs
 it can change: those of the serving paths the parameter acts on (etcd's throughput: the etcd
 rows), of compressed responses for a gzip parameter, and not an empty cell that rejects far
 more than the residual asks (`can_change`).
+
+Many parameters reach a cell through one figure of its LISTs' plan only (`FreeParam.through`):
+every CPU-per-request parameter through the request's CPU work, etcd's throughput through a
+range's etcd work, the client's CPU through the work of reading a response. For such a group,
+one step is simulated per cell (its first parameter that changes that figure there) and the
+others' columns follow by the chain rule: d r / d x_j = (d r / d figure) (d figure / d x_j),
+the second factor from the plan alone, which costs no simulation (`chain_rule`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from simapf.calibrate.data import Cell, Row, cells as all_cells
-from simapf.calibrate.experiment import CellResult, ExperimentSetup
+from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_plan
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.metrics import CPU_SEATS, Summary, summarise
 from simapf.errors import ConfigError
+from simapf.server.costs import RequestPlan
 from simapf.server.params import ServerParams
 
 EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion is > 0.5)
@@ -77,8 +85,11 @@ def worst_weight(loss: str) -> float:
 @dataclass(frozen=True)
 class FreeParam:
     """A fitted parameter: dotted key into {server params..., experiment: {...}}, bounds in its
-    own unit, the serving paths whose cells it can change, and whether it acts only on
-    responses the apiserver compresses (gzip accepted, at least the compression threshold)."""
+    own unit, the serving paths whose cells it can change, whether it acts only on responses
+    the apiserver compresses (gzip accepted, at least the compression threshold), and the one
+    field of a request's plan (`RequestPlan`) through which alone it acts on a cell whose
+    process was never killed (a restart's watch-cache refill uses the CPU and etcd parameters
+    too), if there is one."""
 
     key: str
     lo: float
@@ -86,6 +97,12 @@ class FreeParam:
     paths: tuple[str, ...] = BOTH
     why: str = ""
     gzip_only: bool = False
+    through: str | None = None
+
+
+CPU_WORK = "cpu_core_s"
+ETCD_WORK = "etcd_work"
+CLIENT_WORK = "write_core_s"
 
 
 # What the calibration fits, and why each is free: the shipped record's set (the streamed,
@@ -93,19 +110,28 @@ class FreeParam:
 # figures) or its documented hypothesis.
 FREE_PARAMS: tuple[FreeParam, ...] = (
     # CPU per request (list-memory.md §6.2), by path
-    FreeParam("request_cpu.request_core_s", 1e-5, 5e-3, why="fixed CPU per request: the 100 KB rows"),
-    FreeParam("request_cpu.json_encode_core_s_per_byte", 3e-10, 5e-8, why="JSON encoding per response byte"),
-    FreeParam("request_cpu.json_encode_core_s_per_object", 1e-7, 5e-5, why="JSON encoding per object"),
-    FreeParam("request_cpu.compress_core_s_per_byte", 3e-10, 5e-8, why="gzip per response byte (>= 128 KiB)", gzip_only=True),
-    FreeParam("request_cpu.decode_core_s_per_byte", 1e-10, 5e-8, ("etcd",), "etcd path: decode per stored byte"),
-    FreeParam("request_cpu.decode_core_s_per_object", 1e-7, 1e-4, ("etcd",), "etcd path: decode per object"),
+    FreeParam("request_cpu.request_core_s", 1e-5, 5e-3, why="fixed CPU per request: the 100 KB rows", through=CPU_WORK),
+    FreeParam(
+        "request_cpu.json_encode_core_s_per_byte", 3e-10, 5e-8, why="JSON encoding per response byte", through=CPU_WORK
+    ),
+    FreeParam("request_cpu.json_encode_core_s_per_object", 1e-7, 5e-5, why="JSON encoding per object", through=CPU_WORK),
+    FreeParam(
+        "request_cpu.compress_core_s_per_byte", 3e-10, 5e-8, why="gzip per response byte (>= 128 KiB)", gzip_only=True,
+        through=CPU_WORK,
+    ),  # fmt: skip
+    FreeParam(
+        "request_cpu.decode_core_s_per_byte", 1e-10, 5e-8, ("etcd",), "etcd path: decode per stored byte", through=CPU_WORK
+    ),
+    FreeParam(
+        "request_cpu.decode_core_s_per_object", 1e-7, 1e-4, ("etcd",), "etcd path: decode per object", through=CPU_WORK
+    ),
     FreeParam("gc.mark_rate_bytes_per_core_s", 1e8, 2e10, why="GC CPU per byte of live heap"),
     FreeParam("cpu.usable_fraction", 0.4, 1.0, why="usable-core ceiling"),
     # etcd
-    FreeParam("etcd.bytes_per_s", 2e7, 5e9, ("etcd",), "etcd throughput per byte"),
-    FreeParam("etcd.requests_per_s", 500.0, 1e5, ("etcd",), "etcd throughput per range"),
-    FreeParam("etcd.large_range_bytes", 1e6, 1e9, ("etcd",), "big ranges cost etcd more per byte"),
-    FreeParam("etcd.objects_per_s", 1e5, 1e8, ("etcd",), "etcd throughput per key"),
+    FreeParam("etcd.bytes_per_s", 2e7, 5e9, ("etcd",), "etcd throughput per byte", through=ETCD_WORK),
+    FreeParam("etcd.requests_per_s", 500.0, 1e5, ("etcd",), "etcd throughput per range", through=ETCD_WORK),
+    FreeParam("etcd.large_range_bytes", 1e6, 1e9, ("etcd",), "big ranges cost etcd more per byte", through=ETCD_WORK),
+    FreeParam("etcd.objects_per_s", 1e5, 1e8, ("etcd",), "etcd throughput per key", through=ETCD_WORK),
     FreeParam("etcd.wait_live_fraction", 0.02, 3.0, ("etcd",), "receive buffers held while etcd serves"),
     # memory
     FreeParam("process.live_heap_bytes", 3e7, 6e8, why="baseline live heap"),
@@ -119,11 +145,12 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     # the experiment's set-up
     FreeParam(
         "experiment.client.colocated_core_s_per_byte", 1e-10, 3e-8,
-        why="the load generator's CPU per response byte on the same node",
+        why="the load generator's CPU per response byte on the same node", through=CLIENT_WORK,
     ),  # fmt: skip
     FreeParam(
         "experiment.client.colocated_gzip_core_s_per_byte", 1e-10, 5e-8,
         why="the load generator's CPU to decompress a gzip response, per byte", gzip_only=True,
+        through=CLIENT_WORK,
     ),  # fmt: skip
     FreeParam("experiment.client.response_latency_s", 1e-4, 0.5, why="delivery time per response (holds seats)"),
     FreeParam(
@@ -199,14 +226,19 @@ def _sustained(c: Cell) -> bool:
     return c.seats == CPU_SEATS and c.row.load == "max"
 
 
+def residual_cells(cells: list[Cell]) -> list[tuple[int, int]]:
+    """The cell (row index, seats) of each residual, in `residuals`' order."""
+    return (
+        [c.key for c in cells]
+        + [c.key for c in cells if c.seats == CPU_SEATS]
+        + [c.key for c in cells if _sustained(c)]
+        + [c.key for c in cells if c.measured_mb is not None]
+    )
+
+
 def residual_rows(cells: list[Cell]) -> list[int]:
     """The row index of each residual, in `residuals`' order."""
-    return (
-        [c.row.index for c in cells]
-        + [c.row.index for c in cells if c.seats == CPU_SEATS]
-        + [c.row.index for c in cells if _sustained(c)]
-        + [c.row.index for c in cells if c.measured_mb is not None]
-    )
+    return [row for row, _seats in residual_cells(cells)]
 
 
 def residuals(results: dict[tuple[int, int], CellResult], cells: list[Cell], worst_weight: float = 0.0) -> np.ndarray:
@@ -248,6 +280,13 @@ def can_change(fp: FreeParam, cell: Cell, result: CellResult, params: ServerPara
     return not (cell.measured_mb is None and result.rejected_fraction >= EMPTY_TARGET + CLAMPED_MARGIN)
 
 
+def _plan_change(before: RequestPlan, after: RequestPlan, field: str) -> float | None:
+    """How much `field` of a plan changed, if no other field did."""
+    if any(getattr(before, f.name) != getattr(after, f.name) for f in fields(before) if f.name != field):
+        return None
+    return getattr(after, field) - getattr(before, field)
+
+
 class Problem:
     """The residuals of a set of rows as a function of the log-scaled free parameters."""
 
@@ -263,6 +302,7 @@ class Problem:
         refresh_every: int | None = 6,
         residuals0: np.ndarray | None = None,
         loss: str = LOSS,
+        chain_rule: bool = True,
     ) -> None:
         if not free:
             raise ConfigError("calibrate: no free parameters to fit")
@@ -276,6 +316,7 @@ class Problem:
         self.sim = simulator
         self.progress = progress
         self.worst_weight = worst_weight(loss)
+        self.chain_rule = chain_rule
         self.v0 = start_values(free, params, setup)
         lo = np.log(np.array([fp.lo for fp in free]) / self.v0)
         hi = np.log(np.array([fp.hi for fp in free]) / self.v0)
@@ -338,24 +379,65 @@ class Problem:
         return J
 
     def finite_differences(self, x: np.ndarray) -> np.ndarray:
-        """d residual / d x_j by a forward step of DIFF_STEP (backward at the upper bound)."""
+        """d residual / d x_j by a forward step of DIFF_STEP (backward at the upper bound); with
+        `chain_rule`, a parameter's cells that another's step covers through the same plan
+        figure (`FreeParam.through`) take their column from that step (`_derived`)."""
         r0, base = self.evaluate(x)
         here = self.at(x)
-        steps, xs, subsets = [], [], []
-        for j, fp in enumerate(self.free):
-            h = DIFF_STEP if x[j] + DIFF_STEP <= self.hi[j] else -DIFF_STEP
-            xj = x.copy()
-            xj[j] += h
-            steps.append(h)
-            xs.append(xj)
-            subsets.append([c for c in self.cells if can_change(fp, c, base[c.key], *here)])
+        steps = [DIFF_STEP if x[j] + DIFF_STEP <= self.hi[j] else -DIFF_STEP for j in range(len(self.free))]
+        subsets = [[c for c in self.cells if can_change(fp, c, base[c.key], *here)] for fp in self.free]
+        derived = self._derived(x, steps, subsets, base) if self.chain_rule else {}
+        xs = []
+        for j, h in enumerate(steps):
+            xs.append(x.copy())
+            xs[j][j] += h
+            subsets[j] = [c for c in subsets[j] if (j, c.key) not in derived]
         runs = self.simulate(xs, subsets)
         J = np.zeros((len(r0), len(self.free)))
         for j, (h, run) in enumerate(zip(steps, runs)):
             merged = {**base, **run}  # cells a step cannot change keep the base result
             J[:, j] = (residuals(merged, self.cells, self.worst_weight) - r0) / h
+        rows_of: dict[tuple[int, int], list[int]] = {}
+        for i, key in enumerate(residual_cells(self.cells)):
+            rows_of.setdefault(key, []).append(i)
+        for (j, key), (k, ratio) in derived.items():
+            rows = rows_of[key]
+            J[rows, j] = J[rows, k] * steps[k] * ratio / steps[j]
         self._fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r0)
         return J
+
+    def _derived(
+        self, x: np.ndarray, steps: list[float], subsets: list[list[Cell]], base: dict
+    ) -> dict[tuple[int, tuple[int, int]], tuple[int, float]]:
+        """(parameter j, cell) -> (parameter k, ratio): in that cell j's step changes the plan
+        only in the figure j acts through, by `ratio` times what k's step changes it by, and
+        k's step is simulated there. k is the parameter acting through that figure whose step
+        changes it most in the cell, so that ratio <= 1: the peak in a window is not smooth in
+        the parameters, and a small step's noise scaled up would swamp the others' columns.
+        Not for a cell whose process was killed (the refill after a restart uses these
+        parameters too)."""
+        here = self.at(x)
+        plan0 = {c.key: cell_plan(c, *here) for c in self.cells}
+        changes: dict[tuple[str, tuple[int, int]], list[tuple[int, float]]] = {}
+        for j, fp in enumerate(self.free):
+            if fp.through is None:
+                continue
+            xj = x.copy()
+            xj[j] += steps[j]
+            stepped = self.at(xj)
+            for c in subsets[j]:
+                if base[c.key].oom_kills:
+                    continue
+                change = _plan_change(plan0[c.key], cell_plan(c, *stepped), fp.through)
+                if change:  # not None (other figures changed too) nor 0 (no figure changed)
+                    changes.setdefault((fp.through, c.key), []).append((j, change))
+        out = {}
+        for (_figure, key), by in changes.items():
+            k, k_change = max(by, key=lambda jc: abs(jc[1]))
+            for j, change in by:
+                if j != k:
+                    out[(j, key)] = (k, change / k_change)
+        return out
 
     def finite_differences_known_at(self, x: np.ndarray) -> np.ndarray | None:
         """Finite differences already taken at `x` (here, or given for the start), if `x` still

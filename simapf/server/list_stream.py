@@ -65,6 +65,11 @@ class ListStreamResult:
         return self.window_rejected / self.window_requests if self.window_requests else 0.0
 
 
+def list_cost(path: ServingPath, response_bytes: float, object_count: int, streaming: bool = False) -> RequestCost:
+    """What each LIST of `run_list_stream` asks of the server: one resource, whole, as JSON."""
+    return RequestCost(path, ResponseShape(response_bytes, object_count, Encoding.JSON), streaming=streaming)
+
+
 def run_list_stream(
     path: ServingPath,
     response_bytes: float,
@@ -108,7 +113,7 @@ def run_list_stream(
                                 estimator=estimator, rng=work_rng)  # fmt: skip
     if cache_resource:
         server.model.set_watch_cache([CachedResource(LIST_USER.resource, object_count, response_bytes)])
-    cost = RequestCost(path, ResponseShape(response_bytes, object_count, Encoding.JSON), streaming=streaming)
+    cost = list_cost(path, response_bytes, object_count, streaming)
     rng = np.random.default_rng(seed)
     end_ns = int(duration_s * NS_PER_S)
     warmup_ns = int(warmup_s * NS_PER_S)

@@ -8,7 +8,8 @@ import pytest
 from simapf.calibrate.data import Row, cells
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.fit import (
-    CLAMPED_MARGIN, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals, start_values,
+    CLAMPED_MARGIN, CPU_WORK, ETCD_WORK, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals,
+    start_values,
 )
 from simapf.calibrate.grid import Simulator, run_grid
 from simapf.calibrate.logo import _linear_step, groups
@@ -155,6 +156,62 @@ def test_finite_differences_skip_uncompressed_responses_and_clamped_empty_cells(
     sim.ran = []
     Problem(rows, ServerParams(), no_gzip, free, sim).finite_differences(np.zeros(2))
     assert sim.ran[1] == set()
+
+
+class _PlanSimulator:
+    """A stand-in for the grid whose cells answer smoothly to their LISTs' plan (CPU and etcd
+    work) and to the live heap; it records which cells each parameter set ran."""
+
+    def __init__(self, killed: set[tuple[int, int]] = frozenset()) -> None:
+        self.killed = killed
+        self.ran: list[set[tuple[int, int]]] = []
+
+    def run(self, work, progress=None):
+        from simapf.calibrate.experiment import CellResult, cell_plan
+
+        self.ran += [{c.key for c in cells_} for _p, _s, cells_ in work]
+        out = []
+        for p, s, cells_ in work:
+            res = {}
+            for c in cells_:
+                plan = cell_plan(c, p, s)
+                mem = p.process.live_heap_bytes / 1e6 + 3e3 * plan.cpu_core_s + 50.0 * plan.etcd_work
+                res[c.key] = CellResult(c.row.index, c.seats, mem, 100.0 + 8e3 * plan.cpu_core_s, 0.0, 0.0,
+                                        int(c.key in self.killed), 0, 0.0, 0)  # fmt: skip
+            out.append(res)
+        return out
+
+
+def test_parameters_acting_through_one_plan_figure_share_its_step():
+    # The CPU parameters reach a cell only through its LISTs' CPU work: per cell, one of them
+    # (the one changing it most) is run, and the others' columns follow by the chain rule.
+    rows = [Row(0, "etcd", 1e7, 1000, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, 500.0))),
+            Row(1, "cache", 1e6, 100, 15.0, "max", 100.0, ((1, 500.0), (10, 500.0), (100, 500.0)))]  # fmt: skip
+    free = free_params_by_key(["request_cpu.request_core_s", "request_cpu.json_encode_core_s_per_byte",
+                               "request_cpu.json_encode_core_s_per_object", "request_cpu.decode_core_s_per_object",
+                               "etcd.bytes_per_s", "etcd.objects_per_s", "process.live_heap_bytes"])  # fmt: skip
+    assert [fp.through for fp in free] == [CPU_WORK] * 4 + [ETCD_WORK] * 2 + [None]
+    direct_sim, chain_sim = _PlanSimulator(), _PlanSimulator()
+    direct = Problem(rows, ServerParams(), QUICK, free, direct_sim, chain_rule=False).finite_differences(np.zeros(7))
+    chained = Problem(rows, ServerParams(), QUICK, free, chain_sim).finite_differences(np.zeros(7))
+    all_cells = direct_sim.ran[0]
+    etcd_cells = {k for k in all_cells if k[0] == 0}
+    assert direct_sim.ran[1:] == [all_cells] * 3 + [etcd_cells] * 3 + [all_cells]
+    _base, *runs = chain_sim.ran
+    # Each cell once for the CPU group and once for etcd's; the heap (through no figure) everywhere.
+    assert sorted(k for r in runs[:4] for k in r) == sorted(all_cells)
+    assert sorted(k for r in runs[4:6] for k in r) == sorted(etcd_cells)
+    assert runs[6] == all_cells
+    # The one run changes the figure most (a small step's noise, scaled up, would swamp the
+    # others): never the fixed CPU per request, a sliver of a 1 or 10 MB LIST's.
+    assert runs[0] == set()
+    # On a smooth problem the chain rule gives the same derivatives (up to the steps' curvature).
+    assert np.any(direct[:, :6] != 0.0)
+    np.testing.assert_allclose(chained, direct, rtol=0.02, atol=1e-9)
+    # A cell whose process was killed runs every parameter's step: a restart's refill uses them too.
+    killed_sim = _PlanSimulator(killed={(0, 1)})
+    Problem(rows, ServerParams(), QUICK, free, killed_sim).finite_differences(np.zeros(7))
+    assert all((0, 1) in r for r in killed_sim.ran[1:])
 
 
 def test_unknown_free_parameter_is_a_config_error():

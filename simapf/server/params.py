@@ -92,7 +92,7 @@ class CpuParams(_Params):
         ),
     )
     usable_fraction: float = Field(
-        0.8470694505950613,
+        0.8452118270574887,
         gt=0,
         le=1,
         description=(
@@ -138,7 +138,7 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        173439681.36882615,
+        172578194.7499006,
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
@@ -178,17 +178,17 @@ class EtcdParams(_Params):
     """
 
     bytes_per_s: float = Field(
-        272995300.3523427,
+        273375323.6904042,
         gt=0,
         description="Aggregate range-read throughput in stored bytes per second (see `large_range_bytes`). Fitted.",
     )
     requests_per_s: float = Field(
-        19252.450233228592,
+        19274.212482597875,
         gt=0,
         description="Aggregate range reads per second for empty ranges (the per-range cost). Fitted.",
     )
     objects_per_s: float | None = Field(
-        857761.1193488167, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
+        864124.1943221553, gt=0, description="Aggregate keys per second a range walks and marshals (per-object cost); null = none. Fitted."
     )
     concurrency: int = Field(1, ge=1, description="Range reads etcd serves at once (its servers); the calibration chose 1 with `ps`.")
     discipline: Literal["ps", "fifo"] = Field(
@@ -199,14 +199,14 @@ class EtcdParams(_Params):
         ),
     )
     large_range_bytes: OptionalPositiveBytes = Field(
-        23190985.77165175,
+        22556002.397358064,
         description=(
             "Per-byte range cost grows by a factor (1 + bytes/large_range_bytes): big ranges cost etcd "
             "more per byte. null = linear. Fitted."
         ),
     )
     wait_live_fraction: float = Field(
-        0.8258973639438039,
+        0.8233132345192145,
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
@@ -260,10 +260,10 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: float = Field(
-        0.0007362835330589598, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
+        0.000737290915624775, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     work_cv: float = Field(
-        0.5721264738120968,
+        0.5710931684798259,
         ge=0,
         le=3,
         description=(
@@ -277,15 +277,15 @@ class RequestCpuParams(_Params):
     etcd_receive_core_s_per_byte: float = Field(
         1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis (the fit moves decode_core_s_per_byte, with which it is collinear)."
     )
-    decode_core_s_per_object: float = Field(5.319926746425571e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: float = Field(3.924832290651631e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    decode_core_s_per_object: float = Field(5.288406087801286e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: float = Field(3.889975060443789e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: float = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     convert_core_s_per_byte: float = Field(
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: float = Field(8.263816417641877e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: float = Field(6.212431893751317e-09, ge=0, description="JSON per byte. Fitted.")
+    json_encode_core_s_per_object: float = Field(8.175930716821008e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: float = Field(6.205878407080105e-09, ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: float = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: float = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: float = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -296,7 +296,7 @@ class RequestCpuParams(_Params):
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
     compress_core_s_per_byte: float = Field(
-        6.068213983006785e-09,
+        6.057940902132171e-09,
         ge=0,
         description=(
             "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
@@ -311,7 +311,7 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: float = Field(
-        0.24869515381974105, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
+        0.24710963569437508, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     conversion_copy_fraction: float = Field(
         0.5, ge=0, description="c_conv: external-version copy per decoded response byte, for resources that convert (Pods, Nodes: 0.3-1; casts: 0)."
@@ -319,9 +319,9 @@ class RequestMemoryParams(_Params):
     encode_buffer_multiplier: float = Field(
         1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
     )
-    struct_copy_bytes_per_object: Bytes = Field(609.6249549890575, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
+    struct_copy_bytes_per_object: Bytes = Field(610.0487315705599, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(
-        1.1903061474841625, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
+        1.1960489946508577, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
@@ -329,7 +329,7 @@ class RequestMemoryParams(_Params):
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size)."
     )
     streaming_alloc_multiplier: float = Field(
-        0.5141803436761843,
+        0.5154933095881643,
         ge=0,
         description=(
             "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
@@ -343,7 +343,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
-        781173.2400926133,
+        784695.0014492532,
         description=(
             "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
             "are pooled, so they are held, not allocated, per response). Fitted."
@@ -372,7 +372,7 @@ class GcParams(_Params):
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: float = Field(
-        962431600.6649005,
+        958047344.2881997,
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )
@@ -400,7 +400,12 @@ class GcParams(_Params):
     limiter_bucket_s_per_proc: float = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
     force_period_s: float | None = Field(120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one; null = never.")
     scavenge_rate_bytes_per_s: float = Field(
-        4279765827.3599463, gt=0, description="Background scavenger release rate (paced to ~1 % of CPU). Fitted."
+        4279765827.3599463,
+        gt=0,
+        description=(
+            "Background scavenger release rate (paced to ~1 % of CPU). Fitted until 2026-11-21, then held: "
+            "at this rate RSS follows the heap within a trace step, and the measured peaks cannot tell it."
+        ),
     )
     scavenge_retain_factor: float = Field(
         1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from simapf.calibrate.data import Row, cells
-from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.data import Cell, Row, cells
+from simapf.calibrate.experiment import ExperimentSetup, cell_plan, run_cell
 from simapf.calibrate.fit import (
     CLAMPED_MARGIN, CPU_WORK, ETCD_WORK, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals,
     start_values,
@@ -212,6 +214,39 @@ def test_parameters_acting_through_one_plan_figure_share_its_step():
     killed_sim = _PlanSimulator(killed={(0, 1)})
     Problem(rows, ServerParams(), QUICK, free, killed_sim).finite_differences(np.zeros(7))
     assert all((0, 1) in r for r in killed_sim.ran[1:])
+
+
+def _same_change(figure: str, change: float, params: ServerParams, setup: ExperimentSetup):
+    """(params, setup) with `figure` of every LIST's plan moved by `change` through a knob of
+    its own: a fixed CPU per request, a fixed etcd time per range, a fixed client CPU per response."""
+    if figure == CPU_WORK:
+        cpu = params.request_cpu
+        return params.model_copy(update={"request_cpu": cpu.model_copy(update={"request_core_s": cpu.request_core_s + change})}), setup
+    if figure == ETCD_WORK:
+        etcd = params.etcd
+        per_range = 1.0 / etcd.requests_per_s + change / etcd.concurrency
+        return params.model_copy(update={"etcd": etcd.model_copy(update={"requests_per_s": 1.0 / per_range})}), setup
+    client = setup.client
+    fixed = client.colocated_core_s_per_request + change
+    return params, setup.model_copy(update={"client": client.model_copy(update={"colocated_core_s_per_request": fixed})})
+
+
+@pytest.mark.parametrize("fp", [fp for fp in FREE_PARAMS if fp.through], ids=lambda fp: fp.key)
+def test_a_parameter_acts_on_a_cell_only_through_its_plan_figure(fp):
+    # What the chain rule in the finite differences rests on: the same change of the figure made
+    # by another knob gives the same cell, so nothing else in the simulation reads the parameter.
+    cell = Cell(Row(0, "etcd" if fp.paths == ("etcd",) else "cache", 1e7, 100, 20.0, "overload", 100.0,
+                    ((1, 500.0), (10, 500.0), (100, 500.0))), 1)  # fmt: skip
+    params, setup = ServerParams(), QUICK
+    stepped = apply((fp,), start_values((fp,), params, setup) * 1.05, params, setup)
+    before, after = cell_plan(cell, params, setup), cell_plan(cell, *stepped)
+    change = getattr(after, fp.through) - getattr(before, fp.through)
+    assert change != 0.0
+    same = _same_change(fp.through, change, params, setup)
+    assert dataclasses.astuple(cell_plan(cell, *same)) == pytest.approx(dataclasses.astuple(after), rel=1e-12)
+    a, b = run_cell(cell, *stepped), run_cell(cell, *same)
+    assert (a.mem_mb, a.cpu_percent, a.rejected_fraction) == pytest.approx((b.mem_mb, b.cpu_percent, b.rejected_fraction), rel=1e-6)
+    assert a.requests > 0
 
 
 def test_unknown_free_parameter_is_a_config_error():

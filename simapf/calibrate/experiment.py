@@ -158,6 +158,7 @@ def run_params(params: ServerParams, setup: ExperimentSetup) -> ServerParams:
 
 
 def cell_path(cell: Cell) -> ServingPath:
+    """The path that serves the cell's LISTs (the data's `source`)."""
     return ServingPath.ETCD if cell.row.source == "etcd" else ServingPath.CACHE
 
 

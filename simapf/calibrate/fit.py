@@ -25,9 +25,9 @@ more than the residual asks (`can_change`).
 Many parameters reach a cell through one figure of its LISTs' plan only (`FreeParam.through`):
 every CPU-per-request parameter through the request's CPU work, etcd's throughput through a
 range's etcd work, the client's CPU through the work of reading a response. For such a group,
-one step is simulated per cell (its first parameter that changes that figure there) and the
-others' columns follow by the chain rule: d r / d x_j = (d r / d figure) (d figure / d x_j),
-the second factor from the plan alone, which costs no simulation (`chain_rule`).
+one step is simulated per cell (the one that changes that figure most there) and the others'
+columns follow by the chain rule: d r / d x_j = (d r / d figure) (d figure / d x_j), the second
+factor from the plan alone, which costs no simulation (`chain_rule`).
 """
 
 from __future__ import annotations
@@ -387,13 +387,12 @@ class Problem:
         r0, base = self.evaluate(x)
         here = self.at(x)
         steps = [DIFF_STEP if x[j] + DIFF_STEP <= self.hi[j] else -DIFF_STEP for j in range(len(self.free))]
-        subsets = [[c for c in self.cells if can_change(fp, c, base[c.key], *here)] for fp in self.free]
-        derived = self._derived(x, steps, subsets, base) if self.chain_rule else {}
-        xs = []
+        xs = [x.copy() for _ in steps]
         for j, h in enumerate(steps):
-            xs.append(x.copy())
             xs[j][j] += h
-            subsets[j] = [c for c in subsets[j] if (j, c.key) not in derived]
+        subsets = [[c for c in self.cells if can_change(fp, c, base[c.key], *here)] for fp in self.free]
+        derived = self._derived(x, xs, subsets, base) if self.chain_rule else {}
+        subsets = [[c for c in sub if (j, c.key) not in derived] for j, sub in enumerate(subsets)]
         runs = self.simulate(xs, subsets)
         J = np.zeros((len(r0), len(self.free)))
         for j, (h, run) in enumerate(zip(steps, runs)):
@@ -409,7 +408,7 @@ class Problem:
         return J
 
     def _derived(
-        self, x: np.ndarray, steps: list[float], subsets: list[list[Cell]], base: dict
+        self, x: np.ndarray, xs: list[np.ndarray], subsets: list[list[Cell]], base: dict
     ) -> dict[tuple[int, tuple[int, int]], tuple[int, float]]:
         """(parameter j, cell) -> (parameter k, ratio): in that cell j's step changes the plan
         only in the figure j acts through, by `ratio` times what k's step changes it by, and
@@ -424,9 +423,7 @@ class Problem:
         for j, fp in enumerate(self.free):
             if fp.through is None:
                 continue
-            xj = x.copy()
-            xj[j] += steps[j]
-            stepped = self.at(xj)
+            stepped = self.at(xs[j])
             for c in subsets[j]:
                 if base[c.key].oom_kills:
                     continue

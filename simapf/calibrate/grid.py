@@ -5,8 +5,8 @@ one call to the next, which matters for a fit that evaluates the grid many times
 workers of a Dask cluster (one client for the simulator's life). The costliest cells (most
 requests to simulate) are handed out first so that the workers finish together; the many
 cheap ones travel in small batches to save per-task overhead. One batch may hold cells of
-several parameter sets (a fit's Jacobian: 25 grids at once, which a cluster runs side by side).
-A cell's result is the same wherever it runs.
+several parameter sets (a fit's Jacobian: up to a grid per free parameter at once, which a
+cluster runs side by side). A cell's result is the same wherever it runs.
 """
 
 from __future__ import annotations

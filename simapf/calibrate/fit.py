@@ -41,11 +41,11 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from simapf.calibrate.data import Cell, Row, cells as all_cells
-from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_plan
+from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_path, cell_plan, run_params
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.metrics import CPU_SEATS, Summary, summarise
 from simapf.errors import ConfigError
-from simapf.server.costs import RequestPlan
+from simapf.server.costs import RequestPlan, compressed
 from simapf.server.params import ServerParams
 
 EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion is > 0.5)
@@ -276,8 +276,7 @@ def can_change(fp: FreeParam, cell: Cell, result: CellResult, params: ServerPara
     whose rejected fraction is clamped (CLAMPED_MARGIN)."""
     if cell.row.source not in fp.paths:
         return False
-    compressed = setup.client.accept_gzip and cell.row.response_bytes >= params.request_memory.compress_threshold_bytes
-    if fp.gzip_only and not compressed:
+    if fp.gzip_only and not compressed(run_params(params, setup), cell_path(cell), cell.row.response_bytes):
         return False
     return not (cell.measured_mb is None and result.rejected_fraction >= EMPTY_TARGET + CLAMPED_MARGIN)
 
@@ -391,7 +390,7 @@ class Problem:
         for j, h in enumerate(steps):
             xs[j][j] += h
         subsets = [[c for c in self.cells if can_change(fp, c, base[c.key], *here)] for fp in self.free]
-        derived = self._derived(x, xs, subsets, base) if self.chain_rule else {}
+        derived = self._derived(here, xs, subsets, base) if self.chain_rule else {}
         subsets = [[c for c in sub if (j, c.key) not in derived] for j, sub in enumerate(subsets)]
         runs = self.simulate(xs, subsets)
         J = np.zeros((len(r0), len(self.free)))
@@ -408,7 +407,7 @@ class Problem:
         return J
 
     def _derived(
-        self, x: np.ndarray, xs: list[np.ndarray], subsets: list[list[Cell]], base: dict
+        self, here: tuple[ServerParams, ExperimentSetup], xs: list[np.ndarray], subsets: list[list[Cell]], base: dict
     ) -> dict[tuple[int, tuple[int, int]], tuple[int, float]]:
         """(parameter j, cell) -> (parameter k, ratio): in that cell j's step changes the plan
         only in the figure j acts through, by `ratio` times what k's step changes it by, and
@@ -417,7 +416,6 @@ class Problem:
         the parameters, and a small step's noise scaled up would swamp the others' columns.
         Not for a cell whose process was killed (the refill after a restart uses these
         parameters too)."""
-        here = self.at(x)
         plan0 = {c.key: cell_plan(c, *here) for c in self.cells}
         changes: dict[tuple[str, tuple[int, int]], list[tuple[int, float]]] = {}
         for j, fp in enumerate(self.free):

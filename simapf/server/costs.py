@@ -69,6 +69,16 @@ def etcd_work(params: ServerParams, stored_bytes: float, objects: int = 0) -> fl
     return range_work(params.etcd, stored_bytes, objects)
 
 
+def compressed(params: ServerParams, path: ServingPath, response_bytes: float) -> bool:
+    """Whether the response is gzip-compressed: the client accepts gzip and it reaches the
+    threshold (a WatchList stream's events never are)."""
+    return (
+        params.client.accept_gzip
+        and response_bytes >= params.request_memory.compress_threshold_bytes
+        and path is not ServingPath.WATCHLIST_STREAM
+    )
+
+
 def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     shape = cost.shape
     path = cost.path
@@ -98,7 +108,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         enc_live = mem_p.encode_buffer_multiplier * S
         enc_alloc = mem_p.encode_alloc_multiplier * S
     temp = 1.0 + mem_p.temp_garbage_fraction
-    gzip = params.client.accept_gzip and S >= mem_p.compress_threshold_bytes and path is not ServingPath.WATCHLIST_STREAM
+    gzip = compressed(params, path, S)
     if gzip:
         # gzip: CPU per byte, and a (pooled) compressor held while the response is written.
         encode_cpu += cpu_p.compress_core_s_per_byte * S

@@ -19,6 +19,7 @@ import simpy
 from simapf import __version__
 from simapf.apf.controller import MAX_WAIT_LIMIT_NS, FeatureGates
 from simapf.apf.types import NS_PER_S
+from simapf.cycles import fewer_full_collections
 from simapf.observe import Recorder
 from simapf.scenario.load import LoadedScenario, apf_objects, load_scenario, server_params, work_estimator
 from simapf.scenario.schema import Scenario
@@ -87,13 +88,14 @@ class Simulation:
         bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
         t = 0
         self.recorder.scrape()
-        while t < end_ns:
-            t = min(t + step_ns, end_ns)
-            env.run(until=t)
-            self._refresh_watch_cache()
-            self.recorder.scrape()
-            if bar is not None:
-                bar.update(round(t / NS_PER_S - bar.n, 6))
+        with fewer_full_collections():
+            while t < end_ns:
+                t = min(t + step_ns, end_ns)
+                env.run(until=t)
+                self._refresh_watch_cache()
+                self.recorder.scrape()
+                if bar is not None:
+                    bar.update(round(t / NS_PER_S - bar.n, 6))
         if bar is not None:
             bar.close()
         return Result.from_simulation(self, wall_s=time.perf_counter() - wall0)

@@ -20,6 +20,7 @@ import simpy
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.types import ListOptions, NS_PER_S, RequestAttributes
+from simapf.cycles import fewer_full_collections
 from simapf.server.model import CachedResource
 from simapf.server.params import ServerParams
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
@@ -179,7 +180,8 @@ def run_list_stream(
         env.process(sampler())
     else:
         env.timeout(warmup_ns).callbacks.append(lambda _e: env.process(sampler()))
-    env.run(until=end_ns + 1)
+    with fewer_full_collections():
+        env.run(until=end_ns + 1)
     done = server.completed
     cores = client = 0.0
     window_ok = window_429 = 0

@@ -188,13 +188,19 @@ class SimulatedAPIServer:
         self._seq += 1
         rec.incarnation = self.incarnation
         self._pending[id(rec)] = rec
-        rec.apf = self.apf.submit(attrs, self._seq, payload=rec)
+        apf_request = self.apf.submit(attrs, self._seq, payload=rec)
+        if rec.outcome is None:  # not rejected on arrival (see _end)
+            rec.apf = apf_request
         return rec
 
     def _end(self, rec: ServerRequest, outcome: str, reason: str = "") -> None:
         rec.outcome = outcome
         rec.reason = reason
         rec.done_ns = self.env._now
+        # APF's record of the request points back at it (its payload): dropping ours once the
+        # request has ended lets reference counting free both, instead of Python's cycle
+        # collector, whose full collections over a busy run's objects cost a fifth of its time.
+        rec.apf = None
         self._pending.pop(id(rec), None)
         self.completed[outcome] += 1
         if rec.on_done is not None:

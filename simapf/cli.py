@@ -250,6 +250,10 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
               help="Most least-squares iterations (one grid of simulations each).")
+@click.option("--noise-floor", type=click.FloatRange(min=0.0),
+              help="Stop when the next trial step is predicted to lower the cost by less than this: the "
+                   "cost's spread under parameter changes too small to matter (default: 0.01, as measured "
+                   "around the shipped record; 0: never stop early).")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Worker processes (joblib; default one per core), or workers of a local Dask cluster.")
 @dask_option
@@ -270,8 +274,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def calibrate(data_path, out_path, start_path, max_iterations, jobs, dask_address, backend, free_keys, loss, report,
-              params_path, logo, quiet) -> None:  # fmt: skip
+def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs, dask_address, backend, free_keys,
+              loss, report, params_path, logo, quiet) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
 
     Every row of the data is simulated at 1, 10 and 100 seats as the experiment ran it, and
@@ -290,7 +294,7 @@ def calibrate(data_path, out_path, start_path, max_iterations, jobs, dask_addres
         else:
             keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
             summary = run_calibrate(data_path, out_path, start_path, max_iterations, free_keys=keys,
-                                    progress=progress, loss=loss, backend=where)  # fmt: skip
+                                    progress=progress, loss=loss, backend=where, noise_floor=noise_floor)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     for key, value in summary.items():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
-from simapf.calibrate.fit import fit, free_params_by_key
+from simapf.calibrate.fit import NOISE_FLOOR, fit, free_params_by_key
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
@@ -36,11 +36,12 @@ def calibrate(
     log: Callable[[str], None] | None = None,
     loss: str | None = None,
     backend: Backend | None = None,
+    noise_floor: float | None = None,
 ) -> dict[str, Any]:
     """Fit, write the record and its Jacobian; returns the fit's summary figures.
 
     `free_keys` and `loss` default to the start record's (see the module's docstring).
-    `backend`: where the cells run (default: `n_jobs` joblib workers)."""
+    `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see `fit` (default NOISE_FLOOR)."""
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED
@@ -48,16 +49,17 @@ def calibrate(
     free = free_params_by_key(free_keys) if free_keys else record_free_params(start_record)
     loss = loss or record_loss(start_record)
     stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup), rows)
-    j0, r0 = stored if stored is not None else (None, None)
+    j0, r0, at0 = stored if stored is not None else (None, None, None)
     with Simulator(n_jobs, backend) as sim:
         result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
-                     progress=progress, log=log, jacobian0=j0, residuals0=r0, loss=loss)  # fmt: skip
+                     progress=progress, log=log, jacobian0=j0, residuals0=r0, jacobian0_at=at0, loss=loss,
+                     noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor)  # fmt: skip
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),
         fit=result.fit_section(), error=result.summary.as_dict(),
     )  # fmt: skip
     write_record(record, out)
-    save_jacobian(jacobian_path(out), free, result.values, result.jacobian, result.residuals)
+    save_jacobian(jacobian_path(out), free, result.values, result.jacobian, result.residuals, result.jacobian_at)
     summary = result.summary.as_dict()
     summary.update(wall_s=round(result.wall_s, 1), iterations=result.iterations, grid_evaluations=result.evaluations)
     return summary

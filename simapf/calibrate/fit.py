@@ -55,6 +55,11 @@ EMPTY_TARGET = 0.6  # empty cells: aim for this rejected fraction (the criterion
 CLAMPED_MARGIN = 0.1
 SUSTAINED = 0.05  # max rows at 1 seat: at most this share not served
 DIFF_STEP = 0.05
+# The cost's noise floor: nudging the shipped record's parameters by 0.01 % (|x| = 1e-4), far too
+# little to matter, moved its cost by +0.007 to +0.030 (eight nudges; calibration/
+# validation-notes.md). A trial step that the linear model says gains less than this cannot be
+# told from noise, so the fit stops there instead of simulating it.
+NOISE_FLOOR = 0.01
 # The default loss is robust: a cell off by more than ~20 % (|ln ratio| > 0.2) costs linearly,
 # not quadratically, so a few cells the model's shape cannot reach do not drag the rest away
 # (the criteria are a median and a worst case, not a mean square). `linear` (plain least
@@ -304,6 +309,7 @@ class Problem:
         residuals0: np.ndarray | None = None,
         loss: str = LOSS,
         chain_rule: bool = True,
+        jacobian0_at: np.ndarray | None = None,
     ) -> None:
         if not free:
             raise ConfigError("calibrate: no free parameters to fit")
@@ -338,6 +344,15 @@ class Problem:
         self._fd_at: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         if jacobian0 is not None and residuals0 is not None:
             self._fd_at[np.zeros(len(free)).tobytes()] = (jacobian0, residuals0)
+        # Where the finite differences behind the Jacobian were taken: the last ones here, or a
+        # given one's (`jacobian0_at`, values, if not at the start: it was updated along a fit's
+        # steps), if it was taken on these residuals.
+        self._fd_x: np.ndarray | None = None
+        self._given_fd_x: np.ndarray | None = None
+        self._given_r = residuals0
+        if jacobian0 is not None and residuals0 is not None:
+            at = np.ones(len(free)) if jacobian0_at is None else np.asarray(jacobian0_at, dtype=float) / self.v0
+            self._given_fd_x = np.log(at)
 
     def natural(self, x: np.ndarray) -> np.ndarray:
         """The parameter values at `x`, within their bounds despite rounding in exp(log)."""
@@ -364,18 +379,27 @@ class Problem:
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         """The Jacobian at `x`: finite differences, or a Broyden update of the last one."""
-        r, _ = self.evaluate(x)
-        if self._J is not None and self._Jr is None:
-            self._Jr = self.evaluate(self._Jx)[0]  # a given starting Jacobian belongs to x = 0
         stale = self.refresh_every is not None and self._updates >= self.refresh_every
         if self._J is None or stale:
             J = self.finite_differences(x)
             self._updates = 0
-        else:
-            dx = x - self._Jx
-            n2 = float(dx @ dx)
-            J = self._J + np.outer(r - self._Jr - self._J @ dx, dx) / n2 if n2 > 0 else self._J
-            self._updates += 1
+            self._J, self._Jx, self._Jr = J, x.copy(), self.evaluate(x)[0]
+            return J
+        self._updates += 1
+        return self.updated_jacobian(x)
+
+    def updated_jacobian(self, x: np.ndarray) -> np.ndarray:
+        """The last Jacobian moved to `x` by Broyden's rank-one update along the step from its
+        point, which makes it reproduce the residuals' change over that step; no simulation
+        but `x`'s own residuals."""
+        if self._J is None:
+            raise ValueError("no Jacobian to update")
+        r, _ = self.evaluate(x)
+        if self._Jr is None:
+            self._Jr = self.evaluate(self._Jx)[0]  # a given starting Jacobian belongs to x = 0
+        dx = x - self._Jx
+        n2 = float(dx @ dx)
+        J = self._J + np.outer(r - self._Jr - self._J @ dx, dx) / n2 if n2 > 0 else self._J
         self._J, self._Jx, self._Jr = J, x.copy(), r
         return J
 
@@ -404,6 +428,7 @@ class Problem:
             rows = rows_of[key]
             J[rows, j] = J[rows, k] * steps[k] * ratio / steps[j]
         self._fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r0)
+        self._fd_x = np.asarray(x, dtype=float).copy()
         return J
 
     def _derived(
@@ -436,6 +461,30 @@ class Problem:
                     out[(j, key)] = (k, change / k_change)
         return out
 
+    def predicted_gain(self, x: np.ndarray, cost: Callable[[np.ndarray], float]) -> float | None:
+        """How much `cost` of the residuals falls from the last Jacobian's point to `x` by that
+        Jacobian's linear model; None before any Jacobian, or at its point."""
+        if self._J is None or self._Jx is None or np.array_equal(x, self._Jx):
+            return None
+        r = self.evaluate(self._Jx)[0]
+        return cost(r) - cost(r + self._J @ (np.asarray(x) - self._Jx))
+
+    def fd_x(self) -> np.ndarray | None:
+        """Where the finite differences behind the Jacobian were taken: the last ones taken
+        here, or the given Jacobian's if the start gives the residuals it was taken with (the
+        same data and model); None if it was taken on others."""
+        if self._fd_x is not None:
+            return self._fd_x
+        if self._given_fd_x is not None and np.array_equal(self.evaluate(np.zeros(len(self.free)))[0], self._given_r):
+            return self._given_fd_x
+        return None
+
+    def near_finite_differences(self, x: np.ndarray) -> bool:
+        """Whether no parameter at `x` is further than DIFF_STEP from where the finite
+        differences behind the Jacobian were taken."""
+        at = self.fd_x()
+        return at is not None and float(np.max(np.abs(np.asarray(x) - at))) <= DIFF_STEP
+
     def finite_differences_known_at(self, x: np.ndarray) -> np.ndarray | None:
         """Finite differences already taken at `x` (here, or given for the start), if `x` still
         gives the residuals they were taken with (the same cells, data, model and values): the
@@ -444,6 +493,10 @@ class Problem:
         if known is not None and np.array_equal(self.evaluate(x)[0], known[1]):
             return known[0]
         return None
+
+
+class _AtNoiseFloor(Exception):
+    """The next trial step is predicted to gain less than the cost's noise floor."""
 
 
 @dataclass
@@ -464,6 +517,17 @@ class FitResult:
     iterations: int = 0
     wall_s: float = 0.0
     loss: str = LOSS
+    jacobian_at: dict[str, float] | None = None  # where its finite differences were taken, if not here
+
+    def jacobian_origin(self) -> str:
+        """Where the Jacobian kept with the record comes from, in words."""
+        if self.jacobian_at is None:
+            return "finite differences at the solution"
+        moved = max(abs(math.log(self.values[k] / v)) for k, v in self.jacobian_at.items())
+        return (
+            f"finite differences taken where no parameter was more than {moved:.1%} (in log) from the "
+            "solution, updated along the fit's steps (Broyden)"
+        )
 
     def fit_section(self) -> dict[str, Any]:
         """The `fit` part of a calibration record."""
@@ -479,6 +543,7 @@ class FitResult:
                 for fp in self.free
             },
             "iterations": self.iterations,
+            "jacobian": self.jacobian_origin(),
             "grid_evaluations": self.evaluations,
             "wall_s": round(self.wall_s, 1),
             "cost": self.cost,
@@ -500,17 +565,26 @@ def fit(
     log: Callable[[str], None] | None = None,
     jacobian0: np.ndarray | None = None,
     residuals0: np.ndarray | None = None,
+    jacobian0_at: np.ndarray | None = None,
     final_jacobian: bool = True,
     loss: str = LOSS,
+    noise_floor: float = NOISE_FLOOR,
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
     `jacobian0`: finite differences at the start (e.g. the ones stored with the shipped fit)
-    save the first ones. `residuals0`: the residuals they were taken with; if no step is
-    accepted and the start's residuals are exactly these (the same cells, data, model and
-    values), they are the solution's finite differences too and are not taken again.
-    `final_jacobian`: take fresh finite differences at the solution for the record
-    (leave-one-group-out uses them); otherwise the last (maybe Broyden) one.
+    save the first ones; `jacobian0_at`: the values where they were taken, if not at the start
+    (a record's Jacobian may have been updated along its fit's last steps). `residuals0`: the
+    residuals they were taken with; if no step is accepted and the start's residuals are
+    exactly these (the same cells, data, model and values), they are the solution's too and
+    are not taken again.
+    `final_jacobian`: a Jacobian for the record (leave-one-group-out uses it): fresh finite
+    differences at the solution if it is further than DIFF_STEP in some parameter from where the
+    last ones were taken; otherwise those, updated along the steps (Broyden), since a fresh
+    set within one step of them differs from them as much as two such sets differ from each
+    other (calibration/validation-notes.md). Without it: the last Jacobian, whatever it is.
+    `noise_floor`: the fit stops when the next trial step is predicted to gain less cost than
+    this (0: never).
     `loss`: one of `LOSSES` (`worst`: scipy's linear, with the worst-case residuals)."""
     from tqdm.auto import tqdm
 
@@ -522,7 +596,7 @@ def fit(
     t0 = time.perf_counter()
     bar = tqdm(desc="calibrate", unit="run", disable=not progress, dynamic_ncols=True)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
-                   jacobian0=jacobian0, residuals0=residuals0, loss=loss)  # fmt: skip
+                   jacobian0=jacobian0, residuals0=residuals0, loss=loss, jacobian0_at=jacobian0_at)  # fmt: skip
     say = log or (lambda msg: tqdm.write(msg))
     best: dict[str, Any] = {"cost": math.inf}
 
@@ -533,6 +607,11 @@ def fit(
         return float(0.5 * F_SCALE**2 * np.sum(rho))
 
     def fun(x: np.ndarray) -> np.ndarray:
+        gain = prob.predicted_gain(x, robust_cost)
+        if gain is not None and gain < noise_floor:
+            raise _AtNoiseFloor(
+                f"the next trial step is predicted to gain {gain:.4f}, less than the cost's noise floor ({noise_floor:g})"
+            )
         r, results = prob.evaluate(x)
         cost = robust_cost(r)
         if cost < best["cost"]:
@@ -547,27 +626,35 @@ def fit(
         iterations[0] += 1
         say(f"calibrate: iteration {iterations[0]}, cost {best['cost']:.4f}")
 
-    sol = least_squares(
-        fun, np.zeros(len(free)), jac=prob.jacobian, bounds=(prob.lo, prob.hi), method="trf",
-        x_scale=1.0, max_nfev=max_iterations, ftol=1e-6, xtol=1e-8, gtol=1e-8, callback=callback,
-        loss=scipy_loss(loss), f_scale=F_SCALE,
-    )  # fmt: skip
-    x = best.get("x", sol.x)
+    try:
+        sol = least_squares(
+            fun, np.zeros(len(free)), jac=prob.jacobian, bounds=(prob.lo, prob.hi), method="trf",
+            x_scale=1.0, max_nfev=max_iterations, ftol=1e-6, xtol=1e-8, gtol=1e-8, callback=callback,
+            loss=scipy_loss(loss), f_scale=F_SCALE,
+        )  # fmt: skip
+        message = str(sol.message)
+    except _AtNoiseFloor as stop:
+        message = str(stop)
+        say(f"calibrate: stopped: {message}")
+    # scipy accepts a step only if it lowers the cost, so the best point is its last one
+    x = best["x"]
     r, results = prob.evaluate(x)
     if final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
-        say("calibrate: finite differences were already taken at the solution; they are the record's")
+        say("calibrate: no step was accepted; the Jacobian at the start is the record's")
         J = known
-    elif final_jacobian:
+    elif final_jacobian and not prob.near_finite_differences(x):
         say("calibrate: finite differences at the solution, for the record")
         J = prob.finite_differences(x)
     else:
-        J = sol.jac if np.array_equal(x, sol.x) and sol.jac is not None else prob.jacobian(x)
+        J = prob.updated_jacobian(x)
+    fd_x = prob.fd_x()
+    jacobian_at = None if fd_x is None or np.array_equal(fd_x, x) else prob.values(fd_x)
     bar.close()
     p_fit, s_fit = prob.at(x)
     return FitResult(
         params=p_fit, setup=s_fit, free=free, values=prob.values(x), start=prob.values(np.zeros(len(free))),
         summary=summarise(fit_rows, results), results=results, evaluations=round(prob.evaluations, 1),
-        cost=best["cost"], message=str(sol.message), jacobian=np.asarray(J), residuals=r,
+        cost=best["cost"], message=message, jacobian=np.asarray(J), residuals=r,
         residual_rows=residual_rows(prob.cells), iterations=iterations[0], wall_s=time.perf_counter() - t0,
-        loss=loss,
+        loss=loss, jacobian_at=jacobian_at,
     )  # fmt: skip

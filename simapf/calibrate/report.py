@@ -20,7 +20,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -52,22 +52,35 @@ def jacobian_path(record_path: str | Path) -> Path:
     return p.with_name(p.stem + ".jacobian.json")
 
 
+class StoredJacobian(NamedTuple):
+    jacobian: np.ndarray
+    residuals: np.ndarray
+    taken_at: np.ndarray | None  # the values its finite differences were taken at, if not the record's
+
+
 def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[str, float],
-                  jacobian: np.ndarray, residuals: np.ndarray) -> None:  # fmt: skip
-    """Keep the fit's Jacobian next to its record: leave-one-group-out reuses it."""
-    data = {
+                  jacobian: np.ndarray, residuals: np.ndarray,
+                  taken_at: dict[str, float] | None = None) -> None:  # fmt: skip
+    """Keep the fit's Jacobian next to its record: leave-one-group-out and the next fit reuse
+    it. `taken_at`: where its finite differences were taken, if not at `values` (it was
+    updated along the fit's last steps)."""
+    data: dict = {
         "free": [fp.key for fp in free],
         "values": [values[fp.key] for fp in free],
         "residuals": [float(x) for x in residuals],
         "jacobian": [[float(x) for x in row] for row in jacobian],
     }
+    if taken_at is not None:
+        data["finite_differences_at"] = [taken_at[fp.key] for fp in free]
     write_text_atomic(Path(path), json.dumps(data, indent=None) + "\n")
 
 
-def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[str, float], rows: list[Row]):
-    """(jacobian, residuals) if the stored ones belong to these free parameters at these
-    values and to the residuals of these rows (the data, and the residuals' layout, they were
-    computed on); None otherwise."""
+def load_jacobian(
+    path: str | Path, free: tuple[FreeParam, ...], current: dict[str, float], rows: list[Row]
+) -> StoredJacobian | None:
+    """The stored Jacobian if it belongs to these free parameters at these values and to the
+    residuals of these rows (the data, and the residuals' layout, they were computed on);
+    None otherwise."""
     path = Path(path)
     if not path.exists():
         return None
@@ -79,7 +92,8 @@ def load_jacobian(path: str | Path, free: tuple[FreeParam, ...], current: dict[s
     for k, v in zip(data["free"], data["values"]):
         if not math.isclose(v, current[k], rel_tol=1e-5):
             return None
-    return np.array(data["jacobian"]), np.array(data["residuals"])
+    at = data.get("finite_differences_at")
+    return StoredJacobian(np.array(data["jacobian"]), np.array(data["residuals"]), None if at is None else np.array(at))
 
 
 def current_values(free: tuple[FreeParam, ...], params: ServerParams, setup: ExperimentSetup) -> dict[str, float]:
@@ -404,7 +418,7 @@ def generate(
             stored = load_jacobian(jacobian_path(params_path), free, current_values(free, params, setup), rows)
             if logo_mode == "linear" and stored is None:
                 log("report: no Jacobian stored for these parameters; computing it (one grid per parameter)")
-            J, r = stored if stored is not None else (None, None)
+            J, r = (stored.jacobian, stored.residuals) if stored is not None else (None, None)
             logo = leave_one_group_out(rows, params, setup, free, jacobian=J, residuals=r, mode=logo_mode,
                                        simulator=sim, progress=bar.update, loss=record_loss(record))  # fmt: skip
     bar.close()

@@ -6,7 +6,7 @@ import yaml
 from click.testing import CliRunner
 
 import simapf.calibrate.command as command
-from simapf.calibrate.fit import FREE_PARAMS, LOSS
+from simapf.calibrate.fit import FREE_PARAMS, LOSS, NOISE_FLOOR
 from simapf.calibrate.record import SHIPPED
 from simapf.cli import main
 from simapf.errors import ConfigError
@@ -91,3 +91,20 @@ def test_a_fit_moves_what_its_start_record_moved_with_its_loss(monkeypatch, tmp_
 
 def test_the_built_in_free_set_is_the_shipped_records():
     assert [fp.key for fp in FREE_PARAMS] == list(yaml.safe_load(SHIPPED.read_text())["fit"]["free_parameters"])
+
+
+def test_the_noise_floor_is_the_measured_one_unless_given(monkeypatch, tmp_path):
+    floors = []
+
+    def stop(rows, params, setup, free, **kw):
+        floors.append(kw["noise_floor"])
+        raise ConfigError("stopped before fitting")
+
+    monkeypatch.setattr(command, "fit", stop)
+    for args in ((), ("--noise-floor", "0")):
+        _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml")), "stopped before fitting")
+    assert floors == [NOISE_FLOOR, 0.0]
+    assert f"default: {NOISE_FLOOR:g}," in " ".join(run("--help").output.split())  # the help says what it is
+    res = run("--noise-floor", "-1", "--out", str(tmp_path / "p.yaml"))
+    assert res.exit_code == 2 and "'--noise-floor': -1.0 is not in the range" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "p.yaml").exists()

@@ -24,7 +24,9 @@ QUICK = ExperimentSetup(ramp_s=2, warmup_s=5, window_s=6)
 
 def synthetic_rows(params: ServerParams) -> list[Row]:
     """Cheap rows (10 MB from etcd at 15-20/s, two object counts) whose 'measurements' are the
-    model's own output with `params`."""
+    model's own output with `params`. Fits to them ask for the truth, so they have no noise
+    floor (`noise_floor=0`): the grid's (0.01 of cost) would stop them where the twelve cells'
+    whole cost is less, with the heap 2.5 % off."""
     template = [
         Row(i, "etcd", 1e7, count, qps, load, 100.0, ((1, 1.0), (10, 1.0), (100, 1.0)))
         for i, (count, qps, load) in enumerate([(10, 15.0, "max"), (10, 20.0, "overload"),
@@ -61,7 +63,7 @@ def test_fit_recovers_the_parameters_that_made_the_data():
     true_values = start_values(free, truth, QUICK)
     start, _ = apply(free, true_values * np.array([1.6, 0.6]), truth, QUICK)
     res = fit(rows, start, QUICK, free, max_iterations=15, n_jobs=1, progress=False, log=lambda _m: None,
-              final_jacobian=False)  # fmt: skip
+              final_jacobian=False, noise_floor=0.0)  # fmt: skip
     got = np.array([res.values[fp.key] for fp in free])
     assert got == pytest.approx(true_values, rel=0.08)
     assert res.summary.memory_median < 0.03 and res.summary.cpu_median < 0.03
@@ -82,7 +84,7 @@ def test_fit_recovers_the_live_heap_from_the_shipped_model(off):
     true_values = start_values(free, truth, QUICK)
     start, _ = apply(free, true_values * np.array(off), truth, QUICK)
     res = fit(rows, start, QUICK, free, max_iterations=15, n_jobs=1, progress=False, log=lambda _m: None,
-              final_jacobian=False)  # fmt: skip
+              final_jacobian=False, noise_floor=0.0)  # fmt: skip
     assert res.values["process.live_heap_bytes"] == pytest.approx(true_values[0], rel=0.02)
     assert res.summary.memory_median < 0.02
 
@@ -287,14 +289,17 @@ def test_groups_are_experiments():
 
 class _LogLinearSimulator:
     """A stand-in for the grid: memory is the baseline heap (MB) times a per-row factor, CPU
-    the fixed CPU per request times QPS; it counts the cells it is asked to run."""
+    the fixed CPU per request times QPS; it counts the cells it is asked to run, and the
+    batches of several parameter sets (sets of finite differences)."""
 
     def __init__(self) -> None:
         self.cells_run = 0
+        self.batches = 0
 
     def run(self, work, progress=None):
         from simapf.calibrate.experiment import CellResult
 
+        self.batches += len(work) > 1
         out = []
         for params, _setup, cells_ in work:
             self.cells_run += len(cells_)
@@ -354,7 +359,7 @@ def test_the_loss_is_a_choice_the_record_keeps():
 
     def fitted_heap(loss):
         res = fit(rows, truth, QUICK, free, max_iterations=20, simulator=_LogLinearSimulator(), progress=False,
-                  log=lambda _m: None, final_jacobian=False, loss=loss)  # fmt: skip
+                  log=lambda _m: None, final_jacobian=False, loss=loss, noise_floor=0.0)  # fmt: skip
         assert res.fit_section()["loss"] == loss
         return res.values["process.live_heap_bytes"] / truth.process.live_heap_bytes
 
@@ -377,14 +382,21 @@ def test_a_record_names_its_loss_or_gets_the_default():
         record_loss({"fit": {"loss": "l2"}})
 
 
+def _rows_measured_at(heap_factor: float) -> list[Row]:
+    """Three rows the log-linear stand-in reproduces with `heap_factor` times the default
+    baseline heap and the default fixed CPU per request."""
+    truth = ServerParams()
+    heap_mb, core_s = truth.process.live_heap_bytes / 1e6 * heap_factor, truth.request_cpu.request_core_s
+    return [Row(i, "etcd", 1e6, 10, 50.0, "max", core_s * 50.0 * 100.0,
+                tuple((s, heap_mb * (1 + 0.1 * i)) for s in (1, 10, 100))) for i in range(3)]  # fmt: skip
+
+
 def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
     # Rows the start reproduces exactly: least squares accepts no step. The finite differences
     # at the solution are then those given for the start, and are not taken again.
     free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
     truth = ServerParams()
-    heap_mb, core_s = truth.process.live_heap_bytes / 1e6, truth.request_cpu.request_core_s
-    rows = [Row(i, "etcd", 1e6, 10, 50.0, "max", core_s * 50.0 * 100.0,
-                tuple((s, heap_mb * (1 + 0.1 * i)) for s in (1, 10, 100))) for i in range(3)]  # fmt: skip
+    rows = _rows_measured_at(1.0)
     prob = Problem(rows, truth, QUICK, free, _LogLinearSimulator())
     J0, r0 = prob.finite_differences(np.zeros(2)), prob.evaluate(np.zeros(2))[0]
     quiet = dict(max_iterations=5, progress=False, log=lambda _m: None)
@@ -406,3 +418,81 @@ def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
     # and one grid per parameter (before, a second set at the solution made it 45).
     res, cells_run = refit()
     assert np.array_equal(res.jacobian, J0) and cells_run == 9 + 2 * 9
+
+
+def test_the_fit_stops_where_a_step_would_gain_less_than_the_noise_floor():
+    # The stand-in is log-linear: the first step (most of the way to the data, as scipy's bounded
+    # steps go) is predicted to gain almost all of the start's cost (nine memory cells ln 1.2
+    # off), the next one far less.
+    free = free_params_by_key(["process.live_heap_bytes"])
+    rows = _rows_measured_at(1.2)
+    start_cost = 0.5 * 9 * np.log(1.2) ** 2
+    heap = ServerParams().process.live_heap_bytes
+
+    def run(floor):
+        sim = _LogLinearSimulator()
+        res = fit(rows, ServerParams(), QUICK, free, max_iterations=6, simulator=sim, progress=False,
+                  log=lambda _m: None, final_jacobian=False, noise_floor=floor, loss="linear")  # fmt: skip
+        return res, sim.cells_run
+
+    res, cells_run = run(0.9 * start_cost)
+    assert res.values["process.live_heap_bytes"] > 1.1 * heap
+    assert cells_run == 9 + 9 + 9 and "noise floor" in res.message  # the start, its finite differences, one step
+    res, cells_run = run(1.1 * start_cost)
+    assert res.values["process.live_heap_bytes"] == heap
+    assert cells_run == 9 + 9 and "noise floor" in res.message  # no step is simulated
+    res, cells_run = run(0.0)
+    assert res.values["process.live_heap_bytes"] == pytest.approx(1.2 * heap, rel=1e-3) and cells_run > 27
+
+
+@pytest.mark.parametrize("heap_factor, fresh", [(1.03, False), (0.97, False), (1.3, True), (0.7, True)])
+def test_the_record_takes_fresh_finite_differences_only_a_step_away(heap_factor, fresh):
+    # Within DIFF_STEP of where the finite differences were taken, the record keeps them,
+    # updated along the fit's steps (Broyden); further, it takes them again at the solution.
+    # On the log-linear stand-in both are the exact Jacobian.
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
+    rows = _rows_measured_at(heap_factor)
+    sim = _LogLinearSimulator()
+    res = fit(rows, ServerParams(), QUICK, free, max_iterations=8, simulator=sim, progress=False,
+              log=lambda _m: None, noise_floor=0.0, loss="linear")  # fmt: skip
+    heap = ServerParams().process.live_heap_bytes
+    assert res.values["process.live_heap_bytes"] == pytest.approx(heap_factor * heap, rel=1e-3)
+    exact = Problem(rows, ServerParams(), QUICK, free, _LogLinearSimulator()).finite_differences(np.zeros(2))
+    assert np.allclose(res.jacobian, exact)
+    if fresh:
+        assert sim.batches == 2 and res.jacobian_at is None
+        assert res.fit_section()["jacobian"] == "finite differences at the solution"
+    else:
+        assert sim.batches == 1 and res.jacobian_at == res.start
+        moved = f"{abs(np.log(heap_factor)):.1%}"
+        assert "Broyden" in res.fit_section()["jacobian"] and moved in res.fit_section()["jacobian"]
+
+
+def test_a_given_jacobian_counts_from_where_its_finite_differences_were_taken():
+    # A record's Jacobian may be finite differences taken a little away and updated to the
+    # record. A refit measures its step from where they were taken, so that refits in a row do
+    # not carry them further than DIFF_STEP.
+    free = free_params_by_key(["process.live_heap_bytes", "request_cpu.request_core_s"])
+    truth = ServerParams()
+    v0 = start_values(free, truth, QUICK)
+    start, _ = apply(free, v0 * [1.02, 1.0], truth, QUICK)
+    away = v0 * [1.02 * 1.04, 1.0]  # 4 % above the start in the heap
+
+    def refit(heap_factor, taken_at):
+        rows = _rows_measured_at(heap_factor)
+        prob = Problem(rows, start, QUICK, free, _LogLinearSimulator())
+        J0, r0 = prob.finite_differences(np.zeros(2)), prob.evaluate(np.zeros(2))[0]
+        sim = _LogLinearSimulator()
+        res = fit(rows, start, QUICK, free, max_iterations=8, simulator=sim, progress=False, log=lambda _m: None,
+                  noise_floor=0.0, loss="linear", jacobian0=J0, residuals0=r0, jacobian0_at=taken_at)  # fmt: skip
+        return res, sim
+
+    # No step: the given Jacobian is the record's, and so is where it was taken.
+    res, sim = refit(1.02, away)
+    assert sim.cells_run == 9 and res.jacobian_at == pytest.approx(dict(zip(res.values, away)))
+    # A 2 % step down: 6 % from where they were taken, so they are taken again at the solution.
+    res, sim = refit(1.0, away)
+    assert sim.batches == 1 and res.jacobian_at is None
+    # The same step from finite differences taken at the start keeps them.
+    res, sim = refit(1.0, None)
+    assert sim.batches == 0 and res.jacobian_at == res.start

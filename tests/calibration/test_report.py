@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from simapf.calibrate.data import SEATS, cells, load_rows
 from simapf.calibrate.experiment import CellResult
@@ -40,8 +41,11 @@ def test_a_stored_jacobian_is_reused_only_for_the_same_residuals(tmp_path):
     n = len(residual_rows(cells(rows)))
     path = tmp_path / "p.jacobian.json"
     save_jacobian(path, free, values, np.ones((n, 1)), np.zeros(n))
-    J, r = load_jacobian(path, free, values, rows)
-    assert J.shape == (n, 1) and len(r) == n
+    J, r, taken_at = load_jacobian(path, free, values, rows)
+    assert J.shape == (n, 1) and len(r) == n and taken_at is None
     assert load_jacobian(path, free, values, rows[:-1]) is None
+    # One updated along a fit's steps says where its finite differences were taken.
+    save_jacobian(path, free, values, np.ones((n, 1)), np.zeros(n), taken_at={"process.live_heap_bytes": 1.9e8})
+    assert load_jacobian(path, free, values, rows).taken_at == pytest.approx([1.9e8])
     save_jacobian(path, free, values, np.ones((n - 1, 1)), np.zeros(n - 1))
     assert load_jacobian(path, free, values, rows) is None

@@ -5,7 +5,7 @@ global-default of an apiserver with 16 cores and server concurrency 800, through
 classification, work estimation, fair queuing, etcd or the watch cache, memory, the Go GC and
 CPU under processor sharing. Reports simulated requests per wall second, best of several runs.
 
-    python benchmarks/full_model.py [--runs K] [--path cache|etcd]
+    python benchmarks/full_model.py [--runs K] [--path cache|etcd] [--qps Q]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--path", choices=["cache", "etcd"], default="cache")
+    parser.add_argument("--qps", type=float, default=2400.0, help="LISTs a second (default 2400)")
     args = parser.parse_args()
     path = ServingPath.CACHE if args.path == "cache" else ServingPath.ETCD
     if hasattr(os, "sched_setaffinity"):
@@ -30,7 +31,7 @@ def main() -> None:
     best = None
     for _ in range(args.runs):
         start = time.perf_counter()
-        result = run_list_stream(path, 100_000, 10, qps=2400, duration_s=60, warmup_s=10)
+        result = run_list_stream(path, 100_000, 10, qps=args.qps, duration_s=60, warmup_s=10)
         elapsed = time.perf_counter() - start
         best = elapsed if best is None else min(best, elapsed)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")

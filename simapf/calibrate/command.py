@@ -1,7 +1,7 @@
 """What `simapf calibrate` does, apart from parsing its options (simapf/cli.py).
 
     simapf calibrate [--data FILE] [--out params.yaml] [--start FILE] [--max-iterations N]
-                     [--free KEYS] [--loss soft_l1|linear]
+                     [--noise-floor X] [--free KEYS] [--loss soft_l1|linear|worst]
     simapf calibrate --report [--params FILE] [--logo linear|refit|skip]
 
 A fit starts from the shipped record (`calibration/params.yaml`) unless `--start` names
@@ -9,7 +9,8 @@ another record or ServerParams YAML. It fits the start record's own free paramet
 own loss (`fit.free_parameters`, `fit.loss`) unless `--free` and `--loss` say otherwise (a plain
 ServerParams YAML gets the built-in set and the default loss). It reuses the Jacobian stored
 next to the start record when it belongs to the same values (so a refit costs its iterations
-only), and writes the new record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`).
+only), and writes the new record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`,
+which says where its finite differences were taken if not at the record's values).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def calibrate(
     """Fit, write the record and its Jacobian; returns the fit's summary figures.
 
     `free_keys` and `loss` default to the start record's (see the module's docstring).
-    `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see `fit` (default NOISE_FLOOR)."""
+    `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see
+    `fit` (default NOISE_FLOOR)."""
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED

@@ -28,6 +28,12 @@ range's etcd work, the client's CPU through the work of reading a response. For 
 one step is simulated per cell (the one that changes that figure most there) and the others'
 columns follow by the chain rule: d r / d x_j = (d r / d figure) (d figure / d x_j), the second
 factor from the plan alone, which costs no simulation (`chain_rule`).
+
+Any change of a parameter moves when events happen, so the cost has a noise floor (NOISE_FLOOR):
+a fit stops when the Jacobian's linear model predicts the next trial step to gain less than it,
+and the record keeps finite differences taken within one DIFF_STEP of its solution (updated
+along the fit's steps) rather than paying for a fresh set that would differ from them by as
+much as two sets a little apart differ from each other (calibration/validation-notes.md).
 """
 
 from __future__ import annotations

@@ -348,15 +348,13 @@ class Problem:
         # Finite differences known at a point, with the residuals they were taken with there: the
         # ones taken here, and a given starting Jacobian if `residuals0` says what it was taken with.
         self._fd_at: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        if jacobian0 is not None and residuals0 is not None:
-            self._fd_at[np.zeros(len(free)).tobytes()] = (jacobian0, residuals0)
         # Where the finite differences behind the Jacobian were taken: the last ones here, or a
         # given one's (`jacobian0_at`, values, if not at the start: it was updated along a fit's
         # steps), if it was taken on these residuals.
         self._fd_x: np.ndarray | None = None
         self._given_fd_x: np.ndarray | None = None
-        self._given_r = residuals0
         if jacobian0 is not None and residuals0 is not None:
+            self._fd_at[np.zeros(len(free)).tobytes()] = (jacobian0, residuals0)
             at = np.ones(len(free)) if jacobian0_at is None else np.asarray(jacobian0_at, dtype=float) / self.v0
             self._given_fd_x = np.log(at)
 
@@ -470,7 +468,7 @@ class Problem:
     def predicted_gain(self, x: np.ndarray, cost: Callable[[np.ndarray], float]) -> float | None:
         """How much `cost` of the residuals falls from the last Jacobian's point to `x` by that
         Jacobian's linear model; None before any Jacobian, or at its point."""
-        if self._J is None or self._Jx is None or np.array_equal(x, self._Jx):
+        if self._J is None or np.array_equal(x, self._Jx):
             return None
         r = self.evaluate(self._Jx)[0]
         return cost(r) - cost(r + self._J @ (np.asarray(x) - self._Jx))
@@ -481,7 +479,7 @@ class Problem:
         same data and model); None if it was taken on others."""
         if self._fd_x is not None:
             return self._fd_x
-        if self._given_fd_x is not None and np.array_equal(self.evaluate(np.zeros(len(self.free)))[0], self._given_r):
+        if self._given_fd_x is not None and self.finite_differences_known_at(np.zeros(len(self.free))) is not None:
             return self._given_fd_x
         return None
 

@@ -257,7 +257,6 @@ def figure(rows: list[Row], results: dict[tuple[int, int], CellResult], out_dir:
 # ------------------------------------------------------------------------------- report
 
 
-
 def _fast_rows(setup: ExperimentSetup) -> str:
     """How the reconstruction shortens the rows of thousands of LISTs a second, in words."""
     caps = []
@@ -266,6 +265,7 @@ def _fast_rows(setup: ExperimentSetup) -> str:
     if setup.window_requests:
         caps.append(f"a window of at most {setup.window_requests:,} requests but at least {setup.window_for(math.inf):g} s")
     return f" (fast rows: {'; '.join(caps)})" if caps else ""
+
 
 def build_report(
     rows: list[Row],

@@ -22,9 +22,33 @@ dask_option = click.option(
 )  # fmt: skip
 
 
+# Every command that writes a result directory refuses one that holds what is not simapf's.
+force_option = click.option(
+    "--force", is_flag=True,
+    help="Write into --out even if it holds files that are not simapf's (they are kept; files of the same "
+         "names as simapf's are replaced).",
+)  # fmt: skip
+
+
 def _fail(err: Exception) -> None:
     click.echo(f"simapf: error: {err}", err=True)
     sys.exit(2)
+
+
+def _exit_on_signal(signum: int, _frame) -> None:
+    # SIGTERM and SIGHUP end the command as Ctrl-C does: through the exception handlers that
+    # remove half-written output, instead of killing the process where it stands.
+    raise SystemExit(128 + signum)
+
+
+def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
+    """Refuse a bad --out before spending the run's time, not after."""
+    if out_dir:
+        from pathlib import Path
+
+        from simapf.files import check_output_directory
+
+        check_output_directory(Path(out_dir), kind, force)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +60,11 @@ def main() -> None:
     # Warnings about the user's input (e.g. a FlowSchema naming a missing priority level) are
     # logged by the library; the command line shows them in its own voice.
     logging.basicConfig(format="simapf: warning: %(message)s", level=logging.WARNING)
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _exit_on_signal)
 
 
 @main.command("apf-report")
@@ -99,11 +128,12 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario field by dotted key, e.g. --set run.duration_s=120 "
                    "--set clients.controllers.count=50 (repeatable; values are YAML).")
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar on stderr (never when stderr is not a terminal).")
-def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple[str, ...], as_json: bool,
-                progress: bool) -> None:
+def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple[str, ...], force: bool,
+                as_json: bool, progress: bool) -> None:
     """Run a scenario and print what happened.
 
     With no SCENARIO it runs the built-in default: an informer relist storm after a network
@@ -116,13 +146,14 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     from simapf.summary_text import format_summary
 
     try:
+        _check_out(out_dir, "run", force)
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
         result = run(loaded, progress=progress)
         if out_dir:
             try:
-                result.write(out_dir)
+                result.write(out_dir, force=force)
             except OSError as err:  # permissions, a full disk: the user's to fix, not a bug
                 raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
@@ -155,12 +186,13 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Directory to write runs (Parquet, CSV), table.csv, differences.csv, comparison.txt and "
                    "the figure comparison.png/.svg to.")
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print table and differences as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar on stderr (never when stderr is not a terminal).")
 def compare_command(scenario_path: str | None, policies: tuple[str, ...], replications: int,
                     overrides: tuple[str, ...], confidence: float, workers: int | None, dask_address: str | None,
-                    out_dir: str | None, as_json: bool, progress: bool) -> None:  # fmt: skip
+                    out_dir: str | None, force: bool, as_json: bool, progress: bool) -> None:  # fmt: skip
     """Run one scenario under several LIST policies, side by side.
 
     Every policy sees identical arrivals, sizes and jitter (common random numbers). Prints each
@@ -175,6 +207,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
     from simapf.scenario import default_scenario_path, load_scenario
 
     try:
+        _check_out(out_dir, "compare", force)
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
@@ -182,7 +215,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
                          dask=dask_address, progress=progress and sys.stderr.isatty())  # fmt: skip
         if out_dir:
             try:
-                result.write(out_dir)
+                result.write(out_dir, force=force)
             except OSError as err:
                 raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
@@ -208,10 +241,11 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
 @dask_option
 @click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
               help="Override the sweep file's backend.kind.")
+@force_option
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar with ETA on stderr (never when stderr is not a terminal).")
 def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
-                  backend: str | None, progress: bool) -> None:  # fmt: skip
+                  backend: str | None, force: bool, progress: bool) -> None:  # fmt: skip
     """Run a sweep: a base scenario times the cartesian product of factors, replicated.
 
     Each finished run is written at once as one file of a Parquet dataset in the result
@@ -229,7 +263,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
             out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"sweep-{loaded.name}"
         try:
             df = sweep(loaded, Path(out_dir), workers=workers, backend=backend, dask=dask_address,
-                       progress=progress and sys.stderr.isatty())  # fmt: skip
+                       progress=progress and sys.stderr.isatty(), force=force)  # fmt: skip
         except OSError as err:
             raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:

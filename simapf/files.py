@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -56,24 +57,87 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-@contextmanager
-def directory_written_whole(out: Path) -> Iterator[Path]:
-    """Yield a temporary directory beside `out`; when the block ends, it becomes `out` (an
-    earlier `out` is moved aside and removed). If the block fails, nothing of it is left."""
+# simapf's own output directories carry this file: what kind of output they hold and which files
+# are simapf's, so that writing the same kind of output there again replaces only those files.
+OUTPUT_MARKER = ".simapf-output.json"
+
+
+def _marker(out: Path) -> dict | None:
+    try:
+        data = json.loads((out / OUTPUT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return None
+    return data
+
+
+def check_output_directory(out: Path, kind: str, force: bool = False) -> None:
+    """Refuse, before any work is done, an `--out` that would overwrite what is not simapf's.
+
+    Allowed: a path that does not exist yet, an empty directory, a directory holding simapf's
+    own earlier output of the same `kind`, or any directory with `force` (then simapf's files
+    are added beside what is there, replacing only files of the same names).
+    """
     if out.exists() and not out.is_dir():
         raise SimapfError(f"--out {out}: exists and is not a directory")
-    parent = out.parent if str(out.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    if out.is_dir():
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise SimapfError(f"--out {out}: cannot write: permission denied")
+        marker = _marker(out)
+        if force or not any(out.iterdir()) or (marker is not None and marker.get("kind") == kind):
+            return
+        what = f"simapf {marker.get('kind')} output" if marker is not None else "files that are not simapf's"
+        raise SimapfError(
+            f"--out {out}: directory is not empty (it holds {what}); choose a new directory, "
+            "or pass --force to add simapf's files beside what is there"
+        )
+    parent = _existing_ancestor(out)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SimapfError(f"--out {out}: cannot write: permission denied on {parent}")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+@contextmanager
+def output_directory(out: Path, kind: str, force: bool = False) -> Iterator[Path]:
+    """Yield an empty staging directory; when the block ends, its files are `out`'s.
+
+    Nothing of the user's is deleted: `out` must pass `check_output_directory`. A new `out`
+    appears whole (the staging directory is renamed to it); an existing one receives the new
+    files by rename, after which simapf's files of its earlier output that this one does not
+    write are removed. If the block fails (an exception, or a signal the CLI turns into one),
+    the staging directory is removed and `out` is as it was.
+    """
+    check_output_directory(out, kind, force)
+    existed = out.is_dir()
+    if existed:
+        staging_parent = out  # inside: `--out .` needs no right to write beside it
+    else:
+        staging_parent = out.absolute().parent
+        staging_parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".simapf-staging.", dir=staging_parent))
     try:
         yield tmp
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.replace(out, old / out.name)
+        files = sorted(p.name for p in tmp.iterdir())
+        write_text_atomic(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": files}, indent=1) + "\n")
+        if not existed:
             os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+            return
+        earlier = _marker(out)
+        for name in files:
+            os.replace(tmp / name, out / name)
+        os.replace(tmp / OUTPUT_MARKER, out / OUTPUT_MARKER)
+        tmp.rmdir()
+        if earlier is not None and earlier.get("kind") == kind:
+            for name in set(earlier["files"]) - set(files):
+                if isinstance(name, str) and "/" not in name and name not in (OUTPUT_MARKER, ""):
+                    (out / name).unlink(missing_ok=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -16,7 +16,7 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.files import directory_written_whole
+from simapf.files import output_directory
 from simapf.observe import LABELS, RECORD_FIELDS
 
 if TYPE_CHECKING:
@@ -67,12 +67,14 @@ class Result:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, out_dir: str | Path, figure: bool = True) -> Path:
+    def write(self, out_dir: str | Path, figure: bool = True, force: bool = False) -> Path:
         """Write series (Parquet and CSV), summary.json, tables and the overview figure to
         `out_dir`. Files are written to a temporary directory first and moved into place, so an
-        interrupted write leaves no half-written directory."""
+        interrupted write leaves no half-written directory. A directory that is not empty is
+        refused unless it holds an earlier run's output (whose files are replaced) or `force`
+        (simapf's files are added beside the others); see `simapf.files.output_directory`."""
         out = Path(out_dir)
-        with directory_written_whole(out) as tmp:
+        with output_directory(out, "run", force) as tmp:
             self.series.to_parquet(tmp / "series.parquet", index=False)
             self.series.to_csv(tmp / "series.csv", index=False)
             self.latency.to_csv(tmp / "latency.csv", index=False)

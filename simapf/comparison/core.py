@@ -24,9 +24,9 @@ import pandas as pd
 from simapf.comparison.policies import Policy, parse_policy
 from simapf.comparison.stats import paired_differences, summarise, table_metrics
 from simapf.errors import ConfigError
-from simapf.files import directory_written_whole
+from simapf.files import output_directory
 from simapf.scenario.load import LoadedScenario, load_scenario
-from simapf.sweeps.backends import choose, run_tasks
+from simapf.sweeps.backends import choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import derive_seed, run_id
 from simapf.sweeps.progress import with_progress
@@ -66,11 +66,12 @@ class Comparison:
 
         return comparison_figure(self)
 
-    def write(self, out_dir: str | Path, figure: bool = True) -> Path:
+    def write(self, out_dir: str | Path, figure: bool = True, force: bool = False) -> Path:
         """runs.parquet/.csv, table.csv, differences.csv, comparison.txt and the figure
-        (comparison.png/.svg) in `out_dir`, written to a temporary directory and moved into place."""
+        (comparison.png/.svg) in `out_dir`, written to a temporary directory and moved into place
+        (a non-empty directory as for `Result.write`)."""
         out = Path(out_dir)
-        with directory_written_whole(out) as tmp:
+        with output_directory(out, "compare", force) as tmp:
             self.runs.to_parquet(tmp / "runs.parquet", index=False)
             self.runs.to_csv(tmp / "runs.csv", index=False)
             self.table.to_csv(tmp / "table.csv", index=False)
@@ -146,8 +147,11 @@ def compare(
 
     chosen = choose(backend, workers, dask)
     rows = {}
-    for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
-        rows[row["run_id"]] = row
+    try:
+        for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
+            rows[row["run_id"]] = row
+    finally:
+        release_workers()
     ordered = [rows[t.key["run_id"]] for t in tasks]
     runs = pd.DataFrame(ordered)
     metrics = table_metrics(runs)

@@ -75,6 +75,18 @@ def run_tasks(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
     raise SimapfError(f"unknown backend {backend.kind!r} (joblib, dask or serial)")
 
 
+def release_workers() -> None:
+    """Stop the local worker processes joblib keeps for reuse (loky keeps them alive for minutes
+    after the last task): called when a sweep or comparison is over, not between a fit's grids."""
+    import sys
+
+    if "joblib" not in sys.modules:
+        return
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
+
+
 def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[dict]:
     from joblib import Parallel, delayed
 

@@ -9,6 +9,7 @@ With an output directory, every finished run is written there at once (see `stor
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
 from simapf.sweeps import store
-from simapf.sweeps.backends import Backend, choose, run_tasks
+from simapf.sweeps.backends import Backend, choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import PlannedRun
 from simapf.sweeps.progress import with_progress
@@ -32,12 +33,14 @@ def sweep(
     dask: str | None = None,
     progress: bool = False,
     base_dir: str | Path | None = None,
+    force: bool = False,
 ):
     """Run a sweep and return its summary DataFrame (one row per run: run_id, replication,
     seed, the factor values, then the metrics; see docs/compare-and-sweep.md).
 
     `out`: the result directory (default: the sweep file's `out`; neither: keep results in
-    memory only). `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a scheduler
+    memory only). It must be new, empty, or this sweep's own directory (which resumes), unless
+    `force` (runs are added beside what is there). `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a scheduler
     address; implies the dask backend) override the sweep file's `backend`. Results are the same
     whichever backend and however many workers run them; only `wall_s` differs.
     """
@@ -49,13 +52,16 @@ def sweep(
     tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps]) for run in loaded.runs}
     order = [run.run_id for run in loaded.runs]
     start = time.perf_counter()
-    if out_dir is None:
-        rows = {}
-        for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
-            rows[row["run_id"]] = store.row_table(row)
-        tables, skipped = rows, 0
-    else:
-        tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress)
+    try:
+        if out_dir is None:
+            rows = {}
+            for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
+                rows[row["run_id"]] = store.row_table(row)
+            tables, skipped = rows, 0
+        else:
+            tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress, force)
+    finally:
+        release_workers()
     df = store.frame((tables[rid] for rid in order), order, list(loaded.factors))
     df.attrs["sweep"] = manifest(loaded)
     df.attrs["status"] = {
@@ -100,10 +106,31 @@ def manifest(loaded: LoadedSweep) -> dict[str, Any]:
 
 
 def _run_into(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
-              progress: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
+              progress: bool, force: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
     if out.exists() and not out.is_dir():
         raise SimapfError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and store.read_manifest(out) is None and any(out.iterdir()) and not force:
+        raise SimapfError(
+            f"--out {out}: directory is not empty and holds no sweep; choose a new directory, or pass --force "
+            "to write the sweep's files beside what is there"
+        )
+    made = out.absolute()  # the topmost directory this sweep creates, if any
+    while not made.parent.exists():
+        made = made.parent
+    created = not made.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run_locked(out, loaded, tasks, order, chosen, progress)
+    except BaseException:
+        # A sweep that fails before its first run is written (a scheduler that does not answer,
+        # say) leaves no directory it made; finished runs stay, for the sweep to resume.
+        if created and not any(True for _ in store.run_files(out)):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
+                progress: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
     with store.locked(out):
         mine = manifest(loaded)
         theirs = store.read_manifest(out)

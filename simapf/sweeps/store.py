@@ -206,8 +206,13 @@ def load_sweep(out: str | Path):
     if not out.is_dir():
         raise ConfigError(f"{out}: no such sweep directory")
     manifest = read_manifest(out)
+    # A sweep run again with fewer levels keeps the other runs' files (they are results, and a
+    # wider sweep reuses them) but its results are the runs it defines.
+    wanted = set(manifest["runs"]) if manifest is not None and isinstance(manifest.get("runs"), list) else None
     tables = []
     for run_id, path in run_files(out):
+        if wanted is not None and run_id not in wanted:
+            continue
         table = _read_run(path, run_id)
         if table is None:
             log.warning("%s: unreadable, skipped", path)

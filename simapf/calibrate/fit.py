@@ -141,11 +141,14 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     # etcd
     FreeParam("etcd.bytes_per_s", 2e7, 5e9, ("etcd",), "etcd throughput per byte", through=ETCD_WORK),
     FreeParam("etcd.requests_per_s", 500.0, 1e5, ("etcd",), "etcd throughput per range", through=ETCD_WORK),
-    FreeParam("etcd.large_range_bytes", 1e6, 1e9, ("etcd",), "big ranges cost etcd more per byte", through=ETCD_WORK),
     FreeParam("etcd.objects_per_s", 1e5, 1e8, ("etcd",), "etcd throughput per key", through=ETCD_WORK),
     FreeParam("etcd.wait_live_fraction", 0.02, 3.0, ("etcd",), "receive buffers held while etcd serves"),
     # memory
     FreeParam("process.live_heap_bytes", 3e7, 6e8, why="baseline live heap"),
+    FreeParam(
+        "request_memory.request_held_bytes", 2048.0, 131072.0,
+        why="memory of a request from arrival to end: the overloaded rows queue thousands in APF",
+    ),  # fmt: skip
     FreeParam("request_memory.streaming_item_buffer_multiplier", 0.1, 8.0, why="live bytes of the streaming encoder per item byte"),
     FreeParam("request_memory.streaming_alloc_multiplier", 0.1, 8.0, why="allocation of the streaming encoder per response byte"),
     FreeParam("request_cpu.work_cv", 0.05, 2.0, why="how much identical requests' work varies"),

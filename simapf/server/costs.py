@@ -50,6 +50,14 @@ class RequestPlan:
     write_core_s: float = 0.0
     write_live_bytes: float = 0.0
     write_delay_ns: int = 0
+    error: str = ""  # the request fails once etcd has served its range (HTTP 500)
+
+
+# gRPC's default largest message the apiserver's etcd client receives (math.MaxInt32; the
+# apiserver sets no other): a larger range response fails with ResourceExhausted, which the
+# client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
+ETCD_MAX_RESPONSE_BYTES = 2**31 - 1
+ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
 
 
 def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]:
@@ -96,6 +104,10 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         encode_cpu *= 1.0 + cpu_p.streaming_encode_overhead_fraction
 
     k = mem_p.etcd_decoded_multiplier if path is ServingPath.ETCD else params.watch_cache.decoded_size_multiplier
+    if shape.decoded_multiplier is not None:
+        # A resource whose objects decode larger or smaller than the typed default (Unstructured
+        # custom resources: ~5.2x their JSON) scales what decoding holds in proportion.
+        k *= shape.decoded_multiplier / params.watch_cache.decoded_size_multiplier
     conv_cpu = cpu_p.convert_core_s_per_byte * S if shape.converts else 0.0
     conv_live = mem_p.conversion_copy_fraction * k * S if shape.converts else 0.0
     # An encoder that writes one object at a time (a streamed LIST, WatchList's events).
@@ -132,6 +144,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         )
         etcd = etcd_work(params, B, N)
         wait_live = params.etcd.wait_live_fraction * B
+        if B > ETCD_MAX_RESPONSE_BYTES:
+            # etcd builds and sends the whole response; the client refuses it, and the handler
+            # fails with nothing decoded or encoded.
+            return RequestPlan(cpu_p.request_core_s + cpu_p.etcd_request_core_s, etcd, wait_live, 0.0, 0.0,
+                               error=ETCD_RESPONSE_TOO_LARGE)  # fmt: skip
     elif path is ServingPath.WATCHLIST_STREAM:
         live = mem_p.watchlist_bytes
         alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + item_by_item_alloc
@@ -161,7 +178,8 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay)
 
 
-def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) -> tuple[RequestPlan, float]:
+def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
+                decoded_multiplier: float | None = None) -> tuple[RequestPlan, float]:  # fmt: skip
     """A watch cache's initial LIST from etcd after a restart, and the bytes the cache keeps.
 
     Live while it runs: the range response and the decoded objects; when it ends the response
@@ -169,7 +187,7 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) ->
     """
     cpu_p = params.request_cpu
     B = float(stored_bytes)
-    cache = cache_bytes(params, object_count, stored_bytes)
+    cache = cache_bytes(params, object_count, stored_bytes, decoded_multiplier)
     live = B + cache
     alloc = live * (1.0 + params.request_memory.temp_garbage_fraction)
     cpu = (
@@ -182,7 +200,10 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float) ->
     return RequestPlan(cpu, etcd_work(params, B, object_count), 0.0, live, alloc), cache
 
 
-def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float) -> float:
-    """Heap bytes a watch cache holds for a resource: decoded objects plus per-entry overhead."""
+def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float,
+                decoded_multiplier: float | None = None) -> float:  # fmt: skip
+    """Heap bytes a watch cache holds for a resource: decoded objects plus per-entry overhead.
+    `decoded_multiplier`: the resource's own decoded/stored ratio (None: the typed default)."""
     wc = params.watch_cache
-    return wc.decoded_size_multiplier * stored_bytes + wc.per_object_overhead_bytes * object_count
+    k = wc.decoded_size_multiplier if decoded_multiplier is None else decoded_multiplier
+    return k * stored_bytes + wc.per_object_overhead_bytes * object_count

@@ -1,10 +1,11 @@
 """etcd as a resource of its own: range reads share its capacity.
 
-Work of a range in aggregate-etcd-seconds is `1/requests_per_s + stored_bytes/bytes_per_s
-+ keys/objects_per_s`, the byte term times `1 + stored_bytes/large_range_bytes` when that is set
-(big ranges cost more per byte: etcd builds the whole response in memory, and its own GC work
-grows with it); in server-seconds, times `concurrency`. Aggregate capacity is reached only when `concurrency` or
-more ranges are in flight; one range alone runs on one of the `concurrency` servers.
+Work of a range in server-seconds is `1/requests_per_s + stored_bytes/bytes_per_s
++ keys/objects_per_s`: per range, per byte and per key, each linear (etcd reads each key and value
+once, copies it into the response and marshals it once). The rates are one server's (one of etcd's
+cores serving one range); `concurrency` servers serve ranges side by side, so etcd's aggregate
+capacity is `concurrency` times one server's, reached only when `concurrency` or more ranges are
+in flight.
 
 Two disciplines (`etcd.discipline`), a choice the calibration makes:
 
@@ -34,10 +35,8 @@ Callback = Callable[[Any], None]
 def range_work(params: EtcdParams, stored_bytes: float, objects: int = 0) -> float:
     """Server-seconds of one range read of `stored_bytes` in `objects` keys."""
     per_byte = stored_bytes / params.bytes_per_s
-    if params.large_range_bytes is not None:
-        per_byte *= 1.0 + stored_bytes / params.large_range_bytes
     per_key = objects / params.objects_per_s if params.objects_per_s is not None else 0.0
-    return params.concurrency * (1.0 / params.requests_per_s + per_byte + per_key)
+    return 1.0 / params.requests_per_s + per_byte + per_key
 
 
 class EtcdModel:

@@ -42,6 +42,7 @@ class CachedResource:
     name: str
     object_count: int
     stored_bytes: float
+    decoded_multiplier: float | None = None  # None: watch_cache.decoded_size_multiplier
 
 
 class ServerSnapshot(NamedTuple):
@@ -86,9 +87,11 @@ class ResourceModel:
         self.env = env
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
+        # The idle process's own work (baseline_cores) runs all the time: requests share the rest.
+        self.baseline_cores = params.process.baseline_cores
         self.cpu = ProcessorSharing(
             env,
-            cores=cp.effective_cores,
+            cores=max(cp.effective_cores - self.baseline_cores, 0.01 * cp.effective_cores),
             procs=cp.procs,
             gc_threads=params.gc.dedicated_fraction * cp.procs,
             gc_sharing=params.gc.cpu_sharing,
@@ -111,6 +114,9 @@ class ResourceModel:
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
+        self.held_bytes = params.request_memory.request_held_bytes
+        self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
+        self._up_s_before = 0.0
 
     # ------------------------------------------------------------------ per request
 
@@ -120,6 +126,24 @@ class ResourceModel:
         if plan is None:
             plan = self._plans[cost] = compute_plan(self.params, cost)
         return plan
+
+    def hold_request(self) -> bool:
+        """A request has arrived: it holds `request_memory.request_held_bytes` (goroutines, the
+        request, its stream's buffers) until `release_request`, queued or executing. Returns
+        False if the allocation killed the process (then nothing is held)."""
+        nbytes = self.held_bytes
+        if nbytes and self._up:
+            mem = self.memory
+            mem.inflight_live += nbytes
+            if mem.allocate(nbytes) < 0.0:
+                return False
+        return True
+
+    def release_request(self) -> None:
+        """A request that `hold_request` counted has ended (not called for a process that died
+        since: its memory went with it)."""
+        if self._up:
+            self.memory.inflight_live -= self.held_bytes
 
     def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None) -> bool:
         """Execute a request; `on_done(now_ns)` when its handler returns.
@@ -208,7 +232,7 @@ class ResourceModel:
     def set_watch_cache(self, resources: Iterable[CachedResource]) -> None:
         """Register the watch-cached resources, taken as filled now (call at the start)."""
         for res in resources:
-            _plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes)
+            _plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
             old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
             self._resources[res.name] = res
             self._cache_bytes[res.name] = nbytes
@@ -243,6 +267,7 @@ class ResourceModel:
             return
         now = self.env._now
         self._up = False
+        self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
         self.etcd.clear()
         self.writing = 0
@@ -263,6 +288,7 @@ class ResourceModel:
             return
         now = self.env._now
         self._up = True
+        self._up_since_ns = now
         self.memory.start_process(self.params.process.live_heap_bytes)
         self.gc.reset()
         epoch = self.process.epoch
@@ -275,7 +301,7 @@ class ResourceModel:
             return
         self._refilling = len(refill)
         for res in refill:
-            plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes)
+            plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
             self.etcd.read(plan.etcd_work, self._refill_cpu, (plan, res.name, nbytes, epoch))
 
     def _refill_cpu(self, job: tuple[RequestPlan, str, float, int]) -> None:
@@ -313,6 +339,7 @@ class ResourceModel:
             mem.scavenge()
         req_cpu = cpu.request_core_seconds()
         gc_cpu = cpu.gc_core_seconds() + gc.assist_core_s_total
+        up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self._up else 0.0)
         return ServerSnapshot(
             t_ns=now,
             up=self._up,
@@ -327,7 +354,7 @@ class ResourceModel:
             garbage_bytes=mem.garbage_bytes,
             gc_cycles=gc.cycles,
             gc_marking=gc.marking,
-            cpu_seconds_total=req_cpu + cpu.gc_core_seconds(),
+            cpu_seconds_total=req_cpu + cpu.gc_core_seconds() + self.baseline_cores * up_s,
             request_cpu_seconds_total=req_cpu - gc.assist_core_s_total,
             gc_cpu_seconds_total=gc_cpu,
             requests_executing=cpu.jobs,

@@ -49,6 +49,7 @@ class ResponseShape:
     objects_read: int | None = None
     bytes_read: float | None = None
     converts: bool = False
+    decoded_multiplier: float | None = None  # the resource's decoded/stored ratio; None: typed default
 
     @property
     def n_read(self) -> int:

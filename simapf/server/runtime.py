@@ -32,7 +32,7 @@ from simapf.server.paths import RequestCost
 OK = "ok"
 REJECTED = "rejected"  # HTTP 429 from APF; `reason` says queue-full, time-out or concurrency-limit
 UNAVAILABLE = "unavailable"  # the process was down: connection refused
-FAILED = "failed"  # the process died while holding the request
+FAILED = "failed"  # the process died while holding the request, or the request failed (a 500)
 
 
 class _Call(simpy.events.Event):
@@ -188,6 +188,8 @@ class SimulatedAPIServer:
         self._seq += 1
         rec.incarnation = self.incarnation
         self._pending[id(rec)] = rec
+        if not self.model.hold_request():
+            return rec  # its memory killed the process, and the request with it
         apf_request = self.apf.submit(attrs, self._seq, payload=rec)
         if rec.outcome is None:  # not rejected on arrival (see _end)
             rec.apf = apf_request
@@ -201,7 +203,8 @@ class SimulatedAPIServer:
         # request has ended lets reference counting free both, instead of Python's cycle
         # collector, whose full collections over a busy run's objects cost a fifth of its time.
         rec.apf = None
-        self._pending.pop(id(rec), None)
+        if self._pending.pop(id(rec), None) is not None and rec.incarnation == self.incarnation:
+            self.model.release_request()
         self.completed[outcome] += 1
         if rec.on_done is not None:
             rec.on_done(rec)
@@ -226,7 +229,8 @@ class SimulatedAPIServer:
         if rec.outcome is not None or rec.incarnation != self.incarnation:
             return
         self.apf.finish(rec.apf)
-        self._end(rec, OK)
+        error = self.model.plan(rec.cost).error if rec.cost is not None else ""
+        self._end(rec, FAILED if error else OK, error)
 
     def rejected(self, req, reason: str) -> None:
         rec: ServerRequest = req.payload

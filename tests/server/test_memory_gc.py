@@ -14,14 +14,16 @@ MB = 1e6
 
 
 def params(**gc) -> ServerParams:
-    """100 MB live heap, no roots, no metadata, 50 MB non-heap, marking 1 GB per core-second:
-    round numbers."""
+    """100 MB live heap, no roots, no metadata, 50 MB non-heap, marking 1 GB per core-second, no
+    idle CPU and no memory per request: round numbers."""
     gc.setdefault("roots_bytes", 0)
     gc.setdefault("mark_rate_bytes_per_core_s", 1e9)
     return ServerParams.model_validate(
         {
             "cpu": {"cores": 16, "usable_cores": 16},
-            "process": {"live_heap_bytes": 100 * MB, "nonheap_bytes": 50 * MB, "heap_metadata_fraction": 0},
+            "process": {"live_heap_bytes": 100 * MB, "nonheap_bytes": 50 * MB, "heap_metadata_fraction": 0,
+                        "baseline_cores": 0},
+            "request_memory": {"request_held_bytes": 0},
             "gc": gc,
         }
     )

@@ -71,7 +71,7 @@ def test_etcd_utilisation_follows_its_throughput_parameters():
     p = ServerParams()
     m, _snaps = open_loop(p, 1800, 4, cost(ServingPath.ETCD, 100_000, 10))
     e = p.etcd
-    per_byte = 100_000 / e.bytes_per_s * (1 + 100_000 / e.large_range_bytes)
+    per_byte = 100_000 / e.bytes_per_s
     cap = 1.0 / (1.0 / e.requests_per_s + per_byte + 10 / e.objects_per_s)
     assert m.etcd.capacity_per_s(100_000, 10) == pytest.approx(cap)
     assert 1800 < cap

@@ -109,17 +109,28 @@ def test_a_measured_row_is_reproduced_to_the_right_order_of_magnitude():
     assert 6.54 / 2 <= result.mean_cpu_cores <= 6.54 * 2
 
 
-def test_more_seats_per_list_lower_peak_memory_under_overload():
-    # 100 KB LISTs from etcd at 1.3 times what etcd can serve: with 1 seat the backlog of
-    # outstanding ranges (each holding its receive buffer) grows to hundreds, with 10 seats to
-    # at most ~49, with 100 to 4.
-    p = ServerParams()
-    capacity = p.etcd.concurrency / range_work(p.etcd, 100_000, 10)
-    peaks = [
-        run_list_stream(ServingPath.ETCD, 100_000, 10, qps=1.3 * capacity, seats=seats, duration_s=30).peak_rss_bytes
-        for seats in (1, 10, 100)
-    ]
-    assert peaks[0] > peaks[1] > peaks[2]
+@pytest.mark.slow
+def test_under_overload_more_seats_move_the_backlog_from_etcd_into_apf_queues():
+    # 100 KB LISTs from etcd at 1.3 times what etcd can serve. With 1 seat the backlog is
+    # outstanding ranges, each holding its receive buffer: hundreds. With 10 seats APF executes
+    # at most ~49 and the rest wait in its queues; upstream rejects a newcomer only when every
+    # seat is in use, so with 10-seat LISTs and seats to spare they wait until the wait limit:
+    # tens of thousands, each holding its request's memory.
+    free = ServerParams(request_memory={"request_held_bytes": 0})
+    capacity = free.etcd.concurrency / range_work(free.etcd, 100_000, 10)
+
+    def runs(p):
+        return {s: run_list_stream(ServingPath.ETCD, 100_000, 10, qps=1.3 * capacity, seats=s, duration_s=30, params=p)
+                for s in (1, 10, 100)}  # fmt: skip
+
+    costless, held = runs(free), runs(ServerParams())
+    assert held[10].peak_pending > 20 * held[1].peak_pending
+    # Were waiting free, more seats would mean a smaller backlog in flight and less memory...
+    assert costless[1].peak_rss_bytes > costless[10].peak_rss_bytes > costless[100].peak_rss_bytes
+    # ...but the queue's requests hold theirs: at least their live bytes come on top.
+    extra = ServerParams().request_memory.request_held_bytes * held[10].peak_pending
+    assert held[10].peak_rss_bytes - costless[10].peak_rss_bytes >= 0.5 * extra
+    assert held[1].peak_rss_bytes - costless[1].peak_rss_bytes <= 0.5 * extra
 
 
 def test_ended_requests_are_freed_without_the_cycle_collector():

@@ -166,7 +166,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         click.echo(format_summary(result.summary), nl=False)
         if out_dir:
             click.echo(f"  wrote {out_dir}/: summary.json, series.parquet, series.csv, latency.csv, "
-                       "priority_levels.csv, overview.png, overview.svg")  # fmt: skip
+                       "client_latency.csv, priority_levels.csv, overview.png, overview.svg")  # fmt: skip
 
 
 @main.command("compare")

@@ -8,6 +8,10 @@ level, `process_resident_memory_bytes`, `go_memstats_heap_inuse_bytes`,
 Latency is kept per (priority level, verb) as the plain list of server-side latencies of
 successful requests (8 bytes each): exact percentiles, no bucket error. One record per request
 is opt-in (`run.request_records`).
+
+Peaks are the highest scrape (and the memory limit at an OOM kill, which happens between
+scrapes), over the whole run and over the steady-state window from `steady_from_s` on: a
+running maximum that starts at the window.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
 
 
 class Recorder:
-    def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], keep_records: bool) -> None:
+    def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], keep_records: bool,
+                 steady_from_s: float = float("inf")) -> None:  # fmt: skip
         self.cluster = cluster
         self.groups = groups
         self.keep_records = keep_records
@@ -47,6 +52,9 @@ class Recorder:
         self._rejected_seen = 0
         self.peak_rss = 0.0
         self.peak_heap = 0.0
+        self.steady_from_s = steady_from_s
+        self.peak_rss_steady = 0.0  # from steady_from_s on
+        self.peak_heap_steady = 0.0
         # An OOM kill happens between scrapes; the RSS then was at least the limit.
         cluster.server.model.process.on_oom.append(self._killed)
 
@@ -96,6 +104,9 @@ class Recorder:
         add(t, "simapf_oom_kills_total", snap.oom_kills)
         self.peak_rss = max(self.peak_rss, snap.rss_bytes)
         self.peak_heap = max(self.peak_heap, snap.heap_inuse_bytes)
+        if t >= self.steady_from_s:
+            self.peak_rss_steady = max(self.peak_rss_steady, snap.rss_bytes)
+            self.peak_heap_steady = max(self.peak_heap_steady, snap.heap_inuse_bytes)
         waiting = 0
         if snap.up:
             for name, level in server.apf.levels.items():
@@ -135,11 +146,13 @@ class Recorder:
         self._rejected_seen = rejected
         self.health.append((t, healthy))
 
-    def _killed(self, _now_ns: int) -> None:
+    def _killed(self, now_ns: int) -> None:
         model = self.cluster.server.model
         limit = model.params.process.memory_limit_bytes
         if model.process.last_down_reason == "oom" and limit:
             self.peak_rss = max(self.peak_rss, limit)
+            if now_ns / NS_PER_S >= self.steady_from_s:
+                self.peak_rss_steady = max(self.peak_rss_steady, limit)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,

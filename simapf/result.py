@@ -18,6 +18,7 @@ from simapf import __version__
 from simapf.apf.types import NS_PER_S
 from simapf.files import output_directory
 from simapf.observe import LABELS, RECORD_FIELDS
+from simapf.workload.clientgo import CLIENT_OUTCOMES
 
 if TYPE_CHECKING:
     from simapf.runner import Simulation
@@ -31,6 +32,8 @@ class Result:
     levels: pd.DataFrame  # per priority level: requests, rejections by reason
     requests: pd.DataFrame | None = None  # one row per request, when asked for
     scenario: dict[str, Any] = field(default_factory=dict)
+    # per client and verb, as the client saw its logical requests (see `_client_latency_table`)
+    client_latency: pd.DataFrame | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -48,8 +51,9 @@ class Result:
         levels = _levels_table(sim)
         requests = pd.DataFrame.from_records(rec.records, columns=list(RECORD_FIELDS)) if rec.keep_records else None
         scenario = sim.scenario.model_dump(mode="json")
-        summary = _summary(sim, series, latency, levels, wall_s, scenario)
-        return cls(summary, series, latency, levels, requests, scenario)
+        client_latency = _client_latency_table(sim)
+        summary = _summary(sim, series, latency, levels, wall_s, scenario, client_latency)
+        return cls(summary, series, latency, levels, requests, scenario, client_latency)
 
     # ------------------------------------------------------------------ views
 
@@ -79,6 +83,8 @@ class Result:
             self.series.to_csv(tmp / "series.csv", index=False)
             self.latency.to_csv(tmp / "latency.csv", index=False)
             self.levels.to_csv(tmp / "priority_levels.csv", index=False)
+            if self.client_latency is not None:
+                self.client_latency.to_csv(tmp / "client_latency.csv", index=False)
             if self.requests is not None:
                 self.requests.to_parquet(tmp / "requests.parquet", index=False)
             (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default) + "\n")
@@ -115,6 +121,32 @@ def _latency_table(latencies: dict[tuple[str, str], list[float]]) -> pd.DataFram
     return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p99_s", "max_s"])
 
 
+CLIENT_LATENCY_COLUMNS = ["client", "verb", "requests", *CLIENT_OUTCOMES, "error_rate",
+                          "p50_s", "p90_s", "p99_s", "max_s"]  # fmt: skip
+
+
+def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
+    """Per client and verb (a request class): its logical requests as the client saw them, each
+    from the first attempt's call (token-bucket waits included) to the final response (429
+    retries and their waits included); every outcome counts, errors too. A paged LIST is one
+    request per page. Requests still under way at the end, or dropped by a stopped instance, are
+    not counted."""
+    rows = []
+    for g in sim.groups.values():
+        for verb, log in sorted(g.stats.requests.items()):
+            lat = np.frombuffer(log.latency_s, dtype=np.float64)
+            counts = np.bincount(np.frombuffer(log.outcome, dtype=np.uint8), minlength=len(CLIENT_OUTCOMES))
+            n = int(lat.size)
+            p50, p90, p99 = (float(x) for x in np.percentile(lat, [50, 90, 99]))
+            rows.append({
+                "client": g.spec.name, "verb": verb, "requests": n,
+                **{o: int(k) for o, k in zip(CLIENT_OUTCOMES, counts)},
+                "error_rate": float(1.0 - counts[0] / n), "p50_s": p50, "p90_s": p90, "p99_s": p99,
+                "max_s": float(lat.max()),
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
+
+
 def _levels_table(sim: "Simulation") -> pd.DataFrame:
     server = sim.server
     names = list(server.apf.levels)
@@ -140,7 +172,7 @@ def _levels_table(sim: "Simulation") -> pd.DataFrame:
 
 
 def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, levels: pd.DataFrame,
-             wall_s: float, scenario: dict) -> dict[str, Any]:  # fmt: skip
+             wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
     from simapf.workload.events import event_end_s
 
     sc = sim.scenario
@@ -152,6 +184,14 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
     duration = sc.run.duration_s
     rss = series[series["metric"] == "process_resident_memory_bytes"].set_index("time_s")["value"]
     ooms = series[series["metric"] == "simapf_oom_kills_total"].set_index("time_s")["value"]
+    # The steady-state window [steady, end]: its peaks are running maxima from its start (see
+    # Recorder); its means are over the samples in it, CPU's from the counter's growth.
+    steady = sc.run.steady_from_s
+    rss_steady = rss[rss.index >= steady]
+    cpu_steady = float(cpu.iloc[-1] - np.interp(steady, cpu.index.to_numpy(), cpu.to_numpy())) if len(cpu) else 0.0
+    by_class = {}
+    for row in client_latency.to_dict("records"):
+        by_class.setdefault(row.pop("client"), {})[row.pop("verb")] = row
 
     events = []
     for i, e in enumerate(sc.events):
@@ -180,6 +220,12 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             row.update(runs=s.runs, run_p50_s=float(np.percentile(d, 50)), run_max_s=float(d.max()))
         if s.throttle_wait_ns and s.attempts:
             row["mean_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S / s.attempts
+        if s.processing_ns:
+            # Worker time the instances spent on their responses (clients.processing); discovery
+            # run durations already include it.
+            row["processing_busy_s"] = s.processing_ns / NS_PER_S
+        # Per verb, the logical requests as the client saw them (client_latency.csv).
+        row["by_verb"] = by_class.get(g.spec.name, {})
         clients.append(row)
 
     completed = dict(server.completed)
@@ -194,11 +240,16 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             "peak_rss_bytes": rec.peak_rss,
             "peak_heap_inuse_bytes": rec.peak_heap,
             "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
+            "steady_state_from_s": steady,
+            "peak_rss_steady_bytes": rec.peak_rss_steady,
+            "mean_rss_steady_bytes": float(rss_steady.mean()) if len(rss_steady) else None,
+            "peak_heap_steady_bytes": rec.peak_heap_steady,
         },
         "cpu": {
             "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
             "peak_cores": float(cores.max()) if len(cores) else 0.0,
             "cores": server.model.params.cpu.cores,
+            "mean_cores_steady": cpu_steady / (duration - steady),
         },
         "process": {
             "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,

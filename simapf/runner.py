@@ -65,7 +65,8 @@ class Simulation:
         self.ctx = Context(self.cluster, self.timers, seed, gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
-        self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records)
+        self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
+                                 steady_from_s=sc.run.steady_from_s)  # fmt: skip
         self.cluster.observer = self.recorder.completed
         base_dir = loaded.base_dir
         self.events = EventRunner(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 MB = 1e6
+ERROR_OUTCOMES = ("rejected", "timed_out", "unavailable", "failed", "gone")  # see clientgo.CLIENT_OUTCOMES
 
 
 def _mb(x: float | None) -> str:
@@ -25,9 +26,14 @@ def format_summary(s: dict[str, Any]) -> str:
     add(f"simapf {s['simapf_version']}: {s['scenario_name']} ({s['source']}), seed {s['seed']}, "
         f"{s['duration_s']:g} simulated s in {s['wall_s']:.1f} wall s")  # fmt: skip
     m, c, p = s["memory"], s["cpu"], s["process"]
-    limit = f" (limit {_mb(m['memory_limit_bytes'])})" if m["memory_limit_bytes"] else ""
-    add(f"  memory      peak RSS {_mb(m['peak_rss_bytes'])}{limit}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
-    add(f"  CPU         mean {c['mean_cores']:.2f} cores, peak {c['peak_cores']:.2f} of {c['cores']:g}")
+    notes = [f"limit {_mb(m['memory_limit_bytes'])}"] if m["memory_limit_bytes"] else []
+    if m.get("steady_state_from_s") is not None:
+        notes.append(f"steady state from {m['steady_state_from_s']:g} s: {_mb(m['peak_rss_steady_bytes'])}, "
+                     f"mean {_mb(m['mean_rss_steady_bytes'])}")  # fmt: skip
+    notes_text = f" ({'; '.join(notes)})" if notes else ""
+    add(f"  memory      peak RSS {_mb(m['peak_rss_bytes'])}{notes_text}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
+    steady_cpu = f" (steady state {c['mean_cores_steady']:.2f})" if "mean_cores_steady" in c else ""
+    add(f"  CPU         mean {c['mean_cores']:.2f} cores{steady_cpu}, peak {c['peak_cores']:.2f} of {c['cores']:g}")
     add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")
     by = s["requests"]["by_outcome"]
     add(f"  requests    {s['requests']['total']:,}: " + ", ".join(f"{k} {v:,}" for k, v in by.items()))
@@ -50,6 +56,16 @@ def format_summary(s: dict[str, Any]) -> str:
             add(f"  {row['priority_level']:<26} {row['verb']:<8} {row['count']:>9,} {_s(row['p50_s']):>10} "
                 f"{_s(row['p99_s']):>10} {_s(row['max_s']):>10}")  # fmt: skip
 
+    classes = [(row["client"], verb, x) for row in s["clients"] for verb, x in row.get("by_verb", {}).items()]
+    if classes:
+        add("")
+        add("  latency (client side, every request: first attempt to final response, 429 retries included)")
+        add("  client                     verb       requests     errors        p50        p90        p99        max")
+        for client, verb, x in classes:
+            errors = ", ".join(f"{k.replace('_', '-')} {x[k]:,}" for k in ERROR_OUTCOMES if x.get(k))
+            add(f"  {client:<26} {verb:<8} {x['requests']:>10,} {100 * x['error_rate']:>8.2f} % {_s(x['p50_s']):>10} "
+                f"{_s(x['p90_s']):>10} {_s(x['p99_s']):>10} {_s(x['max_s']):>10}" + (f"   {errors}" if errors else ""))  # fmt: skip
+
     if s["clients"]:
         add("")
         add("  clients")
@@ -61,6 +77,8 @@ def format_summary(s: dict[str, Any]) -> str:
                 extra.append(f"{row['runs']} discovery runs, p50 {_s(row['run_p50_s'])}, max {_s(row['run_max_s'])}")
             if row.get("mean_throttle_wait_s"):
                 extra.append(f"requests waited {_s(row['mean_throttle_wait_s'])} on average for the client-side token bucket")
+            if row.get("processing_busy_s"):
+                extra.append(f"{_s(row['processing_busy_s'])} processing responses client-side")
             outcomes = ", ".join(f"{k} {v:,}" for k, v in row["outcomes"].items())
             add(f"  {row['client']:<26} x{row['instances']:<5} {outcomes}; {row['retries_after_429']:,} retries after 429"
                 + ("; " + "; ".join(extra) if extra else ""))  # fmt: skip

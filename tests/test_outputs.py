@@ -33,7 +33,7 @@ clients:
     request: {verb: list, resource: configmaps}
 """
 
-RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "priority_levels.csv",
+RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "client_latency.csv", "priority_levels.csv",
              "overview.png", "overview.svg", OUTPUT_MARKER}  # fmt: skip
 
 

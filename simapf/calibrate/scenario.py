@@ -72,6 +72,9 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
                 "arrivals": "constant" if setup.arrivals == "paced" else "poisson",
                 "max_in_flight": None if setup.client_max_in_flight is None else int(setup.client_max_in_flight),
                 "retry": {"max_retries": 0},  # a load generator counts a 429 and moves on
+                # The load generator's own CPU is part of the server's parameters (it ran on the
+                # same node): it takes no client-side time per response here.
+                "processing": {"per_response_s": 0, "per_object_s": 0, "per_byte_s": 0},
                 "request": {
                     "verb": "list",
                     "resource": RESOURCE,

@@ -53,6 +53,8 @@ UNITS: dict[str, str] = {
     "RateLimit.qps": "tokens/s",
     "RateLimit.burst": "tokens",
     "_Client.count": "instances",
+    "ClientProcessing.workers": "responses",
+    "Resource.decoded_size_multiplier": "ratio",
     "ClosedLoopClient.iterations": "requests",
     "OpenLoopClient.max_in_flight": "requests",
     "ListSpec.page_size": "objects",

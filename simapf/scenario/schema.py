@@ -251,6 +251,14 @@ class Resource(_Model):
     converts: bool = Field(
         False, description="Whether internal-to-external list conversion copies objects (Pods, Nodes: true; ConfigMaps, Secrets, CRs: false)."
     )
+    decoded_size_multiplier: float | None = Field(
+        None, gt=0,
+        description=(
+            "Decoded Go size of one of its objects per byte stored in etcd, in the watch cache and in a LIST "
+            "decoded from etcd; null = the resource model's (watch_cache.decoded_size_multiplier, for typed "
+            "objects). Custom resources are held as Unstructured, about 5.2x their JSON (kubernetes#142062)."
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -314,7 +322,8 @@ class ListOptionsSpec(_Model):
         ),
     )
     selectivity: float = Field(
-        1.0, gt=0, le=1, description="With selectors: the fraction of objects that match (the server reads all, returns this many)."
+        1.0, ge=0, le=1,
+        description="With selectors: the fraction of objects that match (the server reads all, returns this many; 0 = none match).",
     )
     send_initial_events: bool | None = Field(
         None,
@@ -350,10 +359,42 @@ class RetryPolicy(_Model):
 
 
 class RateLimit(_Model):
-    """A client-side token bucket (client-go's flowcontrol rate limiter)."""
+    """A client-side token bucket (client-go's flowcontrol rate limiter). Write `disabled` (or
+    qps 0) for none at all."""
 
-    qps: float = Field(..., gt=0, description="Tokens added per second: the sustained request rate.")
-    burst: int = Field(..., ge=1, description="Bucket size: how many requests may go at once after a quiet period.")
+    qps: float = Field(
+        ...,
+        description=(
+            "Tokens added per second: the sustained request rate. 0 or less = no token bucket: every "
+            "request goes out at once, as with `disabled`. (client-go's rest.Config reads QPS 0 as its "
+            "default 5 and creates no rate limiter for QPS < 0; clients also disable it with "
+            "RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter().)"
+        ),
+    )
+    burst: int | None = Field(
+        None, ge=1,
+        description="Bucket size: how many requests may go at once after a quiet period. Required when qps > 0.",
+    )
+
+    @model_validator(mode="after")
+    def _burst(self) -> "RateLimit":
+        if self.qps > 0 and self.burst is None:
+            raise ValueError("burst is required when qps > 0 (qps 0 or `disabled` = no token bucket)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.qps > 0
+
+
+def _rate_limit_text(value: Any) -> Any:
+    # `rate_limit: disabled` is the same as {qps: 0}: no token bucket.
+    if isinstance(value, str) and value.strip().lower() == "disabled":
+        return {"qps": 0}
+    return value
+
+
+RateLimitText = BeforeValidator(_rate_limit_text)
 
 
 class StartSpec(_Model):
@@ -370,13 +411,119 @@ class StartSpec(_Model):
     )
 
 
+# Client-side processing priors (not fitted to anything; sources in the field descriptions and
+# docs/workloads.md "Client-side processing").
+# client-go decoding Pods from a watch, one goroutine: JSON 20.3-22.0 MB/s (10-15 KB Pods), protobuf
+# 517-561 MB/s (kubernetes/kubernetes#138841, BenchmarkPod{JSON,Protobuf}RESTClientWatch).
+JSON_DECODE_S_PER_BYTE = 4.5e-8  # ~22 MB/s
+PROTOBUF_DECODE_S_PER_BYTE = 2e-9  # ~500 MB/s
+# One net/http round trip on loopback, client and server together: 74 µs (census-instrumentation/
+# opencensus-go#467, BenchmarkTransportNoInstrumentation); client-go adds TLS, metrics and headers.
+GO_RESPONSE_S = 7e-5
+# client-go's indexer: 1274 ns per add/update with an index (kubernetes/kubernetes#105234, BenchmarkIndexer).
+INDEXER_S_PER_OBJECT = 1.3e-6
+# kubectl with a cold discovery cache against 343 group-versions: 0.28 s user + 0.42 s system
+# (crossplane/crossplane#2895, kubernetes/kubernetes#110820, an 8-core Apple M1), less ~0.14 s
+# for a kubectl making one request (kubernetes/kubernetes#110753): ~1.6 ms per response, of which
+# ~0.27 ms decodes a 6 KB document at the JSON rate; the rest is HTTP and the two cache files.
+DISCOVERY_RESPONSE_S = 1.35e-3
+CLIENT_CORES = 8  # the Apple M1 of those measurements; a laptop's cores bound GOMAXPROCS
+
+# Per kind: (per_response_s, per_object_s, workers); per_byte_s follows the response encoding.
+PROCESSING_DEFAULTS: dict[str, tuple[float, float, int]] = {
+    "open_loop": (GO_RESPONSE_S, 0.0, CLIENT_CORES),
+    "closed_loop": (GO_RESPONSE_S, 0.0, CLIENT_CORES),
+    "mutator": (GO_RESPONSE_S, 0.0, CLIENT_CORES),
+    "informer": (GO_RESPONSE_S, INDEXER_S_PER_OBJECT, 1),
+    "discovery": (DISCOVERY_RESPONSE_S, 0.0, CLIENT_CORES),
+}
+
+
+class ClientProcessing(_Model):
+    """What each instance does with every response before it acts on it (decode, store, cache
+    files): the response waits for one of `workers`, in order, then takes per_response_s +
+    per_object_s x objects + per_byte_s x bytes (a 429 or error: per_response_s only). Only then
+    does the client go on: next iteration, next page, watch after list, next discovery phase.
+    null fields take the client kind's default, a prior from public benchmarks, not fitted
+    (docs/workloads.md); all zero = responses are handled the moment they arrive. A mutator's
+    writes take effect at the server whatever it does with the responses: no effect there."""
+
+    per_response_s: float | None = Field(
+        None, ge=0,
+        description=(
+            "Seconds per response, whatever it carries. null = the kind's default: discovery 1.35e-3 "
+            "(kubectl: ~1.6 ms CPU per response against 343 group-versions, crossplane/crossplane#2895 and "
+            "kubernetes/kubernetes#110820, less process start-up, kubernetes/kubernetes#110753, less the decode); "
+            "others 7e-5 (a net/http loopback round trip, 74 µs, census-instrumentation/opencensus-go#467)."
+        ),
+    )
+    per_object_s: float | None = Field(
+        None, ge=0,
+        description=(
+            "Seconds per object the response carries. null = the kind's default: informer 1.3e-6 (client-go's "
+            "indexer, 1274 ns per add with an index, kubernetes/kubernetes#105234); others 0 (decoding is in per_byte_s)."
+        ),
+    )
+    per_byte_s: float | None = Field(
+        None, ge=0,
+        description=(
+            "Seconds per response byte (decoding). null = by the client's encoding: protobuf 2e-9 (~500 MB/s), "
+            "anything else 4.5e-8 (JSON, ~22 MB/s); both from client-go decoding Pods from a watch in one "
+            "goroutine, kubernetes/kubernetes#138841. Discovery documents are JSON."
+        ),
+    )
+    workers: int | None = Field(
+        None, ge=1,
+        description=(
+            "How many responses one instance processes at once; more wait, first come first served. null = the "
+            "kind's default: informer 1 (the reflector decodes its list and watch in one goroutine); others 8 "
+            "(a goroutine per request, bounded by the cores of a laptop, assumed an 8-core Apple M1 as in "
+            "kubernetes/kubernetes#110820; kubectl fetches every group-version in its own goroutine)."
+        ),
+    )
+
+    def resolved(self, kind: str, encoding: str) -> "ClientProcessing":
+        """These settings with every null replaced by `kind`'s default for `encoding`."""
+        per_response, per_object, workers = PROCESSING_DEFAULTS[kind]
+        per_byte = PROTOBUF_DECODE_S_PER_BYTE if encoding == "protobuf" else JSON_DECODE_S_PER_BYTE
+        return ClientProcessing(
+            per_response_s=per_response if self.per_response_s is None else self.per_response_s,
+            per_object_s=per_object if self.per_object_s is None else self.per_object_s,
+            per_byte_s=per_byte if self.per_byte_s is None else self.per_byte_s,
+            workers=workers if self.workers is None else self.workers,
+        )
+
+    @property
+    def zero(self) -> bool:
+        return not (self.per_response_s or self.per_object_s or self.per_byte_s)
+
+
 class _Client(_Model):
     name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
     identity: Identity = Field(..., description="Give exactly one of user and service_account.")
     count: int = Field(1, ge=0, description="Instances (independent clients with this spec; `{i}` in identity names is the index).")
     start: StartSpec = Field(StartSpec(), description="When the instances start.")
     retry: RetryPolicy = Field(RetryPolicy(), description="Applies to every request the client sends.")
-    rate_limit: RateLimit | None = Field(None, description="null = none: requests go out as soon as they are made.")
+    rate_limit: Annotated[RateLimit | None, RateLimitText] = Field(
+        None, description="null or `disabled` = none: requests go out as soon as they are made."
+    )
+    processing: ClientProcessing | None = Field(
+        default_factory=ClientProcessing,
+        description=(
+            "Client-side time spent on every response before the client acts on it. Absent, or a mapping whose "
+            "fields are absent or null: the kind's priors. null = none: responses are handled the moment they "
+            "arrive (as in scenarios written before 2026-11-25)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _processing_defaults(self) -> "_Client":
+        kind = getattr(self, "kind", None)
+        if self.processing is not None and kind in PROCESSING_DEFAULTS:
+            request = getattr(self, "request", None)
+            encoding = getattr(self, "encoding", None) or (request.encoding if request is not None else "json")
+            self.processing = self.processing.resolved(kind, "json" if kind == "discovery" else encoding)
+        return self
 
 
 class OpenLoopClient(_Client):
@@ -444,7 +591,7 @@ class InformerClient(_Client):
     namespace: str | None = Field(None, description="A namespace, or null for all.")
     label_selector: str = Field("", description="labelSelector of list and watch.")
     field_selector: str = Field("", description="fieldSelector, e.g. 'spec.nodeName=node-{i}' as a kubelet does.")
-    selectivity: float = Field(1.0, gt=0, le=1, description="With selectors: the fraction of objects that match.")
+    selectivity: float = Field(1.0, ge=0, le=1, description="With selectors: the fraction of objects that match (0 = none).")
     encoding: Encoding = Field("json", description="Encoding (client-go uses protobuf for built-in types).")
     list: ListSpec = Field(ListSpec(), description="How it lists.")
     backoff: Backoff = Field(Backoff(), description="Backoff between failed list/watch attempts.")
@@ -486,11 +633,11 @@ class DiscoveryClient(_Client):
     aggregated: bool = Field(
         False, description="Aggregated discovery (1.30+): 2 requests with every group-version in them, instead of 2 + one per group-version."
     )
-    discovery_rate_limit: RateLimit = Field(
+    discovery_rate_limit: Annotated[RateLimit, RateLimitText] = Field(
         RateLimit(qps=50, burst=300),
         description=(
             "kubectl's discovery client has its own: QPS 50, burst 300 (client-go's default is QPS 5, "
-            "burst 10). For discovery clients it is used instead of rate_limit."
+            "burst 10). For discovery clients it is used instead of rate_limit. `disabled` (or qps 0) = none."
         ),
     )
     bytes_per_group_version: Bytes = Field(
@@ -581,6 +728,25 @@ class RunSpec(_Model):
         description="Step of the time series: every series is sampled this often, like a Prometheus scrape.",
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
+    steady_state_from_s: float | None = Field(
+        None, ge=0,
+        description="Start of the steady-state window, in s from the start of the run: the summary's "
+        "`*_steady` peaks and means cover [steady_state_from_s, duration_s], leaving out the start-up "
+        "ramp. null: the second half of the run (duration_s / 2). Must be before duration_s.",
+    )  # fmt: skip
+
+    @field_validator("steady_state_from_s")
+    @classmethod
+    def _steady_state(cls, x: float | None, info) -> float | None:
+        duration = info.data.get("duration_s")
+        if x is not None and duration is not None and x >= duration:
+            raise ValueError(f"{x:g} s is not before the run ends (run.duration_s: {duration:g})")
+        return x
+
+    @property
+    def steady_from_s(self) -> float:
+        """Where the steady-state window starts (resolved: null is half the run)."""
+        return self.duration_s / 2 if self.steady_state_from_s is None else self.steady_state_from_s
 
 
 class Scenario(_Model):

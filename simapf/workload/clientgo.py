@@ -7,27 +7,53 @@
   anything else is returned to the caller.
 - `Backoff`: wait.NewExponentialBackoffManager, as the reflector uses it: 0.8 s doubling to 30 s,
   each wait stretched by up to 100 % jitter, starting over after 2 minutes without a backoff.
+- `ResponseProcessor`: the client's own work on each response (decode, store, cache files) before
+  it acts on it: `workers` at a time, first come first served, on the simulation clock.
+- `RequestLog`: each logical request as its client saw it: from `do` (before the token bucket)
+  to the final response, 429 retries and their waits included, and how it ended.
 """
 
 from __future__ import annotations
 
+import heapq
+from array import array
 from typing import Callable
 
 import numpy as np
 
 from simapf.apf.clock import ARRIVAL
+from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.scenario.schema import Backoff as BackoffSpec
-from simapf.scenario.schema import RateLimit, RetryPolicy
-from simapf.server.runtime import REJECTED, ServerRequest
-from simapf.workload.cluster import Cluster
+from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
+from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
+from simapf.workload.cluster import GONE, Cluster
+
+# How a logical request ended, as its client saw it. `rejected`: a 429 (other than an APF queue
+# time-out) after the retries ran out; `timed_out`: a 429 because it waited APF's queue wait limit
+# (the last attempt's); `unavailable`: connection refused; `failed`: lost while being served;
+# `gone`: a watch's 410.
+CLIENT_OUTCOMES = ("ok", "rejected", "timed_out", "unavailable", "failed", "gone")
+_OUTCOME_CODE = {OK: 0, REJECTED: 1, UNAVAILABLE: 3, FAILED: 4, GONE: 5}
+_TIMED_OUT = 2
+
+
+class RequestLog:
+    """The logical requests of one client and verb: latency (s) and outcome code (an index into
+    CLIENT_OUTCOMES), 9 bytes a request."""
+
+    __slots__ = ("latency_s", "outcome")
+
+    def __init__(self) -> None:
+        self.latency_s = array("d")
+        self.outcome = array("B")
 
 
 class ClientStats:
     """Counters of one client (all its instances)."""
 
     __slots__ = ("attempts", "outcomes", "retries", "lists", "relists", "watch_breaks", "gone",
-                 "throttle_wait_ns", "runs", "run_durations_ns")  # fmt: skip
+                 "throttle_wait_ns", "runs", "run_durations_ns", "requests", "processing_ns")  # fmt: skip
 
     def __init__(self) -> None:
         self.attempts = 0
@@ -40,9 +66,22 @@ class ClientStats:
         self.throttle_wait_ns = 0
         self.runs = 0  # discovery runs completed
         self.run_durations_ns: list[int] = []
+        self.requests: dict[str, RequestLog] = {}  # by verb: each logical request, client side
+        self.processing_ns = 0  # client-side processing of responses (worker time, all instances)
 
     def outcome(self, name: str) -> None:
         self.outcomes[name] = self.outcomes.get(name, 0) + 1
+
+    def finished(self, verb: str, latency_ns: int, rec: ServerRequest) -> None:
+        """A logical request ended with `rec`, `latency_ns` after its first attempt was asked for."""
+        log = self.requests.get(verb)
+        if log is None:
+            log = self.requests[verb] = RequestLog()
+        log.latency_s.append(latency_ns / NS_PER_S)
+        if rec.outcome == REJECTED and rec.reason == TIME_OUT:
+            log.outcome.append(_TIMED_OUT)
+        else:
+            log.outcome.append(_OUTCOME_CODE.get(rec.outcome, 4))
 
 
 class Timers:
@@ -59,6 +98,11 @@ class Timers:
     def after(self, delay_ns: int, fn: Callable, arg: object = None) -> None:
         s = self.scheduler
         s.call_at(s.env._now + max(0, int(delay_ns)), ARRIVAL, 0, fn, arg)
+
+
+def token_bucket(spec: RateLimit | None) -> "TokenBucket | None":
+    """The token bucket `spec` asks for; None for none (null, `disabled`, qps <= 0)."""
+    return TokenBucket(spec) if spec is not None and spec.enabled else None
 
 
 class TokenBucket:
@@ -103,35 +147,73 @@ class Backoff:
         return int(d * NS_PER_S)
 
 
-class _Call:
-    __slots__ = ("attrs", "encoding", "on_result", "kw", "retries")
+class ResponseProcessor:
+    """What one client instance does with its responses before acting on them (ClientProcessing):
+    each response waits for the first of `workers` to be free, in order of arrival, and holds it
+    for per_response + per_object x objects + per_byte x bytes (objects and bytes only of a
+    successful response). Worker free times are a heap: no process per response."""
 
-    def __init__(self, attrs, encoding, on_result, kw) -> None:
+    __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at")
+
+    def __init__(self, spec: ClientProcessing) -> None:
+        self.per_response_ns = spec.per_response_s * NS_PER_S
+        self.per_object_ns = spec.per_object_s * NS_PER_S
+        self.per_byte_ns = spec.per_byte_s * NS_PER_S
+        self.free_at = [0] * spec.workers  # a heap: when each worker is next free (ns)
+
+    def take(self, rec: ServerRequest, now_ns: int) -> tuple[int, int]:
+        """A response arrives now: (ns until it has been processed, ns of work it takes).
+        (0, 0) when it takes no work: it is handled at once, whatever is queued."""
+        work = self.per_response_ns
+        if rec.outcome == OK and rec.cost is not None:
+            shape = rec.cost.shape
+            work += self.per_object_ns * shape.objects_returned + self.per_byte_ns * shape.response_bytes
+        work = int(work)
+        if work <= 0:
+            return 0, 0
+        end = max(now_ns, self.free_at[0]) + work
+        heapq.heapreplace(self.free_at, end)
+        return end - now_ns, work
+
+
+def response_processor(spec: ClientProcessing | None) -> ResponseProcessor | None:
+    """None when responses take no time (null or all zero): they are handled as they arrive."""
+    if spec is None or spec.zero:
+        return None
+    return ResponseProcessor(spec)
+
+
+class _Call:
+    __slots__ = ("attrs", "encoding", "on_result", "kw", "retries", "start_ns")
+
+    def __init__(self, attrs, encoding, on_result, kw, start_ns: int) -> None:
         self.attrs = attrs
         self.encoding = encoding
         self.on_result = on_result
         self.kw = kw
         self.retries = 0
+        self.start_ns = start_ns  # when the caller asked: before the token bucket's wait
 
 
 class Requester:
     """A client-go REST client of one client instance."""
 
-    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client")
+    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client", "processor")
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
-                 stats: ClientStats, client: str = "") -> None:  # fmt: skip
+                 stats: ClientStats, client: str = "", processing: ClientProcessing | None = None) -> None:  # fmt: skip
         self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
         self.timers = timers
         self.retry = retry
-        self.bucket = TokenBucket(rate_limit) if rate_limit is not None else None
+        self.bucket = token_bucket(rate_limit)
         self.stats = stats
         self.active = True
+        self.processor = response_processor(processing)
 
     def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
            **kw) -> None:  # fmt: skip
-        self._attempt(_Call(attrs, encoding, on_result, kw))
+        self._attempt(_Call(attrs, encoding, on_result, kw, self.timers.now()))
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
@@ -155,6 +237,21 @@ class Requester:
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:
             return
+        now = self.timers.now()
+        if self.processor is not None:
+            # The client decodes and handles the response first; only then does it act on it.
+            delay, work = self.processor.take(rec, now)
+            if delay:
+                self.stats.processing_ns += work
+                self.timers.after(delay, self._processed, (call, rec, now))
+                return
+        self._act(call, rec, now)
+
+    def _processed(self, arg: tuple) -> None:
+        if self.active:
+            self._act(*arg)
+
+    def _act(self, call: _Call, rec: ServerRequest, arrived_ns: int) -> None:
         if rec.outcome == REJECTED and call.retries < self.retry.max_retries:
             call.retries += 1
             self.stats.retries += 1
@@ -162,4 +259,6 @@ class Requester:
             self.timers.after(int(wait_s * NS_PER_S), self._attempt, call)
             return
         self.stats.outcome(rec.outcome)
+        # Latency up to the response's arrival: the client's processing of it comes after.
+        self.stats.finished(call.attrs.verb, arrived_ns - call.start_ns, rec)
         call.on_result(rec)

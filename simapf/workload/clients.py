@@ -26,7 +26,7 @@ from simapf.scenario.schema import (
 )
 from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
-from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, TokenBucket
+from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, token_bucket
 from simapf.workload.cluster import Cluster
 
 AUTHENTICATED = "system:authenticated"
@@ -82,8 +82,12 @@ class Instance:
         self.user, self.groups = user_info(group.spec.identity, index)
         # kubectl's discovery client has a token bucket of its own.
         rate_limit = getattr(group.spec, "discovery_rate_limit", None) or group.spec.rate_limit
+        # Every response is processed client-side (group.spec.processing) before the instance acts
+        # on it. Not a writer's: its write takes effect at the server (inventory, watch events)
+        # whatever the client then does with the response, and nothing it does waits for one.
+        processing = group.spec.processing if group.spec.kind != "mutator" else None
         self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
-                                   group.stats, group.spec.name)  # fmt: skip
+                                   group.stats, group.spec.name, processing)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
 
@@ -332,8 +336,8 @@ class DiscoveryInstance(Instance):
         if not self.active:
             return
         self.run_started = self.ctx.timers.now()
-        # Every run is a new kubectl process: its token bucket starts full.
-        self.requester.bucket = TokenBucket(self.group.spec.discovery_rate_limit)
+        # Every run is a new kubectl process: its token bucket starts full (if it has one).
+        self.requester.bucket = token_bucket(self.group.spec.discovery_rate_limit)
         paths = self._paths()
         first, rest = paths[:2], paths[2:]
         self._fetch(first, lambda: self._fetch(rest, self._finished))

@@ -147,10 +147,12 @@ class Cluster:
             size = objs.mean_size(attrs.namespace)
             rv = attrs.list_options.resource_version
             path = ServingPath.CACHE if cached and ready and rv not in (None, "") else ServingPath.ETCD
-            return RequestCost(path, ResponseShape(size, 1, enc, converts=objs.spec.converts))
+            return RequestCost(path, ResponseShape(size, 1, enc, converts=objs.spec.converts,
+                                                   decoded_multiplier=objs.spec.decoded_size_multiplier))
         # Writes: a transaction in etcd, the object decoded and encoded back.
         size = object_bytes or objs.mean_size(attrs.namespace)
-        return RequestCost(ServingPath.ETCD, ResponseShape(size, 1, enc, converts=objs.spec.converts))
+        return RequestCost(ServingPath.ETCD, ResponseShape(size, 1, enc, converts=objs.spec.converts,
+                                                           decoded_multiplier=objs.spec.decoded_size_multiplier))
 
     def _key(self, attrs: RequestAttributes) -> str:
         return f"{attrs.resource}.{attrs.api_group}" if attrs.api_group else attrs.resource
@@ -168,9 +170,16 @@ class Cluster:
             first = page * limit
             n_page = max(0, min(limit, n - first))
             b_page = b * n_page / n if n else 0.0
-            read = n_page if not filtered else int(min(n_all, round(n_page / share)))
-            return ResponseShape(b_page, n_page, enc, objects_read=read, converts=objs.spec.converts)
-        return ResponseShape(b, n, enc, objects_read=n_all if filtered else None, converts=objs.spec.converts)
+            # A selector that matches nothing (share 0) reads everything for its one, empty page.
+            read = n_page if not filtered else (int(min(n_all, round(n_page / share))) if share > 0 else n_all)
+            b_read = b_all * read / n_all if n_all else 0.0
+            return ResponseShape(b_page, n_page, enc, objects_read=read, bytes_read=b_read,
+                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
+        # With selectors the server reads (and decodes) every object to filter them, whatever matches.
+        if filtered:
+            return ResponseShape(b, n, enc, objects_read=n_all, bytes_read=b_all,
+                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
+        return ResponseShape(b, n, enc, converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
 
     def pages(self, attrs: RequestAttributes, selectivity: float) -> int:
         """How many pages a paged LIST of `attrs` has now."""

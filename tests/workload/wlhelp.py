@@ -22,6 +22,9 @@ USER = {"user": "user-{i}"}
 
 def scenario(*clients: dict, duration_s: float = 10.0, seed: int = 1, resources=None, events=(),
              records: bool = True, **extra) -> dict:  # fmt: skip
+    """A scenario of `clients`. Clients handle responses the moment they arrive unless they say
+    otherwise (`processing`): these tests time the workload's own mechanisms exactly."""
+    clients = tuple({"processing": None, **c} for c in clients)
     sc = {
         "name": "workload-test",
         "run": {"duration_s": duration_s, "seed": seed, "scrape_interval_s": 1.0, "request_records": records},

@@ -237,6 +237,10 @@ class SizeDistribution(_Model):
         return v
 
 
+# Custom resources are decoded into Unstructured: about 5.2x their JSON (kubernetes#142062).
+UNSTRUCTURED_DECODED_RATIO = 5.2
+
+
 class Resource(_Model):
     """One API resource and the objects it holds."""
 
@@ -255,8 +259,10 @@ class Resource(_Model):
         None, gt=0,
         description=(
             "Decoded Go size of one of its objects per byte stored in etcd, in the watch cache and in a LIST "
-            "decoded from etcd; null = the resource model's (watch_cache.decoded_size_multiplier, for typed "
-            "objects). Custom resources are held as Unstructured, about 5.2x their JSON (kubernetes#142062)."
+            "decoded from etcd. null = by kind: ConfigMaps and Secrets 1 (their bulk is Data values, held as "
+            "the same bytes: map[string]string, map[string][]byte); custom resources (a group that is not "
+            "Kubernetes') 5.2, held as Unstructured (kubernetes#142062); other built-in types the resource "
+            "model's watch_cache.decoded_size_multiplier."
         ),
     )
 
@@ -266,6 +272,17 @@ class Resource(_Model):
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", v):
             raise ValueError("must be a lower-case resource name like 'pods'")
         return v
+
+    @property
+    def decoded_ratio(self) -> float | None:
+        """`decoded_size_multiplier`, or its default by kind (None: the resource model's)."""
+        if self.decoded_size_multiplier is not None:
+            return self.decoded_size_multiplier
+        if self.group == "" and self.name in ("configmaps", "secrets"):
+            return 1.0
+        if "." in self.group and not self.group.endswith("k8s.io"):
+            return UNSTRUCTURED_DECODED_RATIO
+        return None
 
     @property
     def key(self) -> str:

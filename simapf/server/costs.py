@@ -51,6 +51,21 @@ class RequestPlan:
     write_live_bytes: float = 0.0
     write_delay_ns: int = 0
     error: str = ""  # the request fails once etcd has served its range (HTTP 500)
+    # Its garbage is allocated in this many steps along its CPU work (1: all at the start).
+    alloc_steps: int = 1
+
+
+# A request allocates its live bytes when it starts and its garbage as it works: a 1 GB streamed
+# LIST allocates ~1 GB over seconds, and the GC collects it meanwhile. The model allocates the
+# garbage in steps of about ALLOC_STEP_BYTES (at most MAX_ALLOC_STEPS) between equal parts of the
+# CPU work: a numerical grain, fine against a heap of hundreds of MB, not a physical parameter.
+ALLOC_STEP_BYTES = 16 * 2**20
+MAX_ALLOC_STEPS = 64
+
+
+def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
+    garbage = alloc_bytes - live_bytes
+    return max(1, min(MAX_ALLOC_STEPS, int(garbage // ALLOC_STEP_BYTES)))
 
 
 # gRPC's default largest message the apiserver's etcd client receives (math.MaxInt32; the
@@ -150,8 +165,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             return RequestPlan(cpu_p.request_core_s + cpu_p.etcd_request_core_s, etcd, wait_live, 0.0, 0.0,
                                error=ETCD_RESPONSE_TOO_LARGE)  # fmt: skip
     elif path is ServingPath.WATCHLIST_STREAM:
-        live = mem_p.watchlist_bytes
-        alloc = (mem_p.struct_copy_bytes_per_object * n + conv_live) * temp + item_by_item_alloc
+        # The watcher holds its stream's buffers and a snapshot of the cache, one interface value
+        # per object; each initial event it sends is a deep copy of the cached object (cached
+        # objects are not shared serializations), garbage once written (cacher's watcher.go).
+        live = mem_p.watchlist_bytes + mem_p.watchlist_bytes_per_object * N
+        alloc = (k * S + conv_live) * temp + item_by_item_alloc
         cpu = (
             cpu_p.request_core_s
             + cpu_p.cache_core_s_per_object * N
@@ -175,7 +193,8 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         enc = enc_live if enc_live < live else live
         write_live = enc + mem_p.write_hold_fraction * (live - enc)
     delay = int(round(cl.response_latency_s * 1e9))
-    return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay)
+    return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay,
+                       alloc_steps=alloc_steps(live, alloc))  # fmt: skip
 
 
 def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,

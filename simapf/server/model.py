@@ -186,11 +186,29 @@ class ResourceModel:
         plan = req[0]
         mem = self.memory
         mem.inflight_live += plan.live_bytes
-        assist = mem.allocate(plan.alloc_bytes)
+        steps = plan.alloc_steps
+        if steps == 1:
+            assist = mem.allocate(plan.alloc_bytes)
+            if assist < 0.0:
+                return  # the allocation killed the process
+            work = plan.cpu_core_s * req[2][1]
+            self.cpu.add(work + assist, self._finish, req)
+            return
+        # Live bytes now, the garbage in steps between equal parts of the work.
+        self._step((req, steps), plan.live_bytes)
+
+    def _step(self, job: tuple[Running, int], first_bytes: float = 0.0) -> None:
+        req, left = job
+        plan = req[0]
+        steps = plan.alloc_steps
+        assist = self.memory.allocate(first_bytes + (plan.alloc_bytes - plan.live_bytes) / steps)
         if assist < 0.0:
-            return  # the allocation killed the process
-        work = plan.cpu_core_s * req[2][1]
-        self.cpu.add(work + assist, self._finish, req)
+            return
+        work = plan.cpu_core_s * req[2][1] / steps
+        if left == 1:
+            self.cpu.add(work + assist, self._finish, req)
+        else:
+            self.cpu.add(work + assist, self._step, (req, left - 1))
 
     def _finish(self, req: Running) -> None:
         plan = req[0]

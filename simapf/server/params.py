@@ -349,6 +349,13 @@ class RequestMemoryParams(_Params):
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
+    watchlist_bytes_per_object: Bytes = Field(
+        16.0,
+        description=(
+            "Live bytes per object of the resource while a WatchList sends its initial events: the cache "
+            "snapshot it walks, one interface value (16 B) per object (cacher watch_cache.go, 1.37)."
+        ),
+    )
     encode_alloc_multiplier: float = Field(
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size)."
     )

@@ -148,11 +148,11 @@ class Cluster:
             rv = attrs.list_options.resource_version
             path = ServingPath.CACHE if cached and ready and rv not in (None, "") else ServingPath.ETCD
             return RequestCost(path, ResponseShape(size, 1, enc, converts=objs.spec.converts,
-                                                   decoded_multiplier=objs.spec.decoded_size_multiplier))
+                                                   decoded_multiplier=objs.spec.decoded_ratio))
         # Writes: a transaction in etcd, the object decoded and encoded back.
         size = object_bytes or objs.mean_size(attrs.namespace)
         return RequestCost(ServingPath.ETCD, ResponseShape(size, 1, enc, converts=objs.spec.converts,
-                                                           decoded_multiplier=objs.spec.decoded_size_multiplier))
+                                                           decoded_multiplier=objs.spec.decoded_ratio))
 
     def _key(self, attrs: RequestAttributes) -> str:
         return f"{attrs.resource}.{attrs.api_group}" if attrs.api_group else attrs.resource
@@ -174,12 +174,12 @@ class Cluster:
             read = n_page if not filtered else (int(min(n_all, round(n_page / share))) if share > 0 else n_all)
             b_read = b_all * read / n_all if n_all else 0.0
             return ResponseShape(b_page, n_page, enc, objects_read=read, bytes_read=b_read,
-                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
+                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
         # With selectors the server reads (and decodes) every object to filter them, whatever matches.
         if filtered:
             return ResponseShape(b, n, enc, objects_read=n_all, bytes_read=b_all,
-                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
-        return ResponseShape(b, n, enc, converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_size_multiplier)
+                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
+        return ResponseShape(b, n, enc, converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
 
     def pages(self, attrs: RequestAttributes, selectivity: float) -> int:
         """How many pages a paged LIST of `attrs` has now."""

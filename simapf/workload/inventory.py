@@ -139,7 +139,7 @@ class Inventory:
         for objs in self.by_key.values():
             if objs.spec.watch_cache:
                 n, b = objs.total()
-                out.append(CachedResource(objs.key, n, b, objs.spec.decoded_size_multiplier))
+                out.append(CachedResource(objs.key, n, b, objs.spec.decoded_ratio))
         return out
 
     def group_versions(self) -> list[tuple[str, str, int]]:

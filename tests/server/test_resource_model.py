@@ -95,10 +95,14 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     streamed_encoder_alloc = streamed.alloc_bytes - cache.alloc_bytes + mem.encode_alloc_multiplier * S_
     assert 0.75 * S_ <= streamed_encoder_alloc <= 1.5 * S_
     assert streamed.cpu_core_s > cache.cpu_core_s
-    # WatchList holds a constant, whatever the collection size.
+    # WatchList holds its stream's buffers and 16 B per object of the cache snapshot it walks,
+    # whatever the bytes; it allocates a deep copy of each object it sends.
     small = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e5, 10), True))
-    big = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 10_000), True))
-    assert small.live_bytes == big.live_bytes == mem.watchlist_bytes
+    big = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 10), True))
+    many = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 100_000), True))
+    assert small.live_bytes == big.live_bytes == mem.watchlist_bytes + 10 * mem.watchlist_bytes_per_object
+    assert many.live_bytes == mem.watchlist_bytes + 100_000 * mem.watchlist_bytes_per_object
+    assert big.alloc_bytes >= p.watch_cache.decoded_size_multiplier * 1e8
     # Selectors: etcd reads and decodes what it filters out.
     filtered = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n, objects_read=1000)))
     assert filtered.live_bytes > etcd.live_bytes and filtered.cpu_core_s > etcd.cpu_core_s

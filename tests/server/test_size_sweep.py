@@ -126,3 +126,15 @@ def test_an_etcd_range_past_grpcs_limit_fails_once_served():
     assert too_big.live_bytes == 0.0  # nothing decoded or encoded
     # The watch cache serves the same LIST whole: no gRPC message in the way.
     assert compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(3e9, 1000), True)).error == ""
+
+
+def test_a_big_request_allocates_its_garbage_as_it_works_and_the_gc_keeps_up():
+    # A streamed 1 GB LIST allocates ~1 GB over its seconds of encoding. Allocated at once, all
+    # of it would be on the heap together; allocated as it works, GC cycles collect it meanwhile.
+    plan, done, model = _one_list(1e9, 10_000, ServingPath.CACHE, streaming=True)
+    assert done and plan.alloc_steps > 1
+    garbage = plan.alloc_bytes - plan.live_bytes
+    base = model.params.process.live_heap_bytes
+    assert garbage > 0.9e9
+    assert model.memory.peak_heap < base + plan.live_bytes + 0.5 * garbage
+    assert model.gc.cycles >= 3

@@ -1,0 +1,121 @@
+"""The validation table (calibration/validation/table.yaml): the resource model against
+published measurements it was not fitted to.
+
+Fast tests check that the table, its scenario files and its sources hang together. The slow
+test runs every scenario once (about 10 s of simulation on two cores) and asks every row to be
+within the tolerance its source's precision allows, the median |error| to be at most 30 % and no
+row off by more than 3x. Rows marked `known_wrong` (the model lacks the mechanism that decides
+them) are expected to fail, strictly: one that starts passing should lose its mark.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import simapf
+from simapf.calibrate import validation as v
+
+ROWS = v.load_table()
+SOURCES = v.load_sources()
+
+
+# ------------------------------------------------------------------------------ fast
+
+
+def test_table_rows_are_unique_and_complete():
+    ids = [r["id"] for r in ROWS]
+    assert len(ids) == len(set(ids))
+    assert len(ROWS) >= 12
+    for r in ROWS:
+        assert r["why"].strip() and r.get("setup", "").strip(), r["id"]
+
+
+def test_every_source_id_exists_in_sources_yaml():
+    missing = sorted({r["source"] for r in ROWS} - set(SOURCES))
+    assert not missing, f"rows cite sources not in sources.yaml: {missing}"
+
+
+def test_every_scenario_file_loads_with_its_rows_overrides():
+    runs = set()
+    for r in ROWS:
+        parts = [r.get("numerator"), r.get("denominator")] if r["quantity"] == "ratio" else [None]
+        for part in parts:
+            over = dict(r.get("overrides") or {})
+            if part and "row" not in part:
+                over.update(part.get("overrides") or {})
+            runs.add((r["scenario"], json.dumps(over, sort_keys=True)))
+    for scenario, over in sorted(runs):
+        loaded = simapf.load_scenario(v.VALIDATION_DIR / scenario, json.loads(over))
+        assert loaded.scenario.run.duration_s > 0
+
+
+def test_every_scenario_file_is_used_and_has_a_header():
+    used = {r["scenario"] for r in ROWS}
+    for path in sorted((v.VALIDATION_DIR / "scenarios").glob("*.yaml")):
+        rel = f"scenarios/{path.name}"
+        assert rel in used, f"{rel} is not used by any row"
+        head = path.read_text().splitlines()[:3]
+        assert head and head[0].startswith("#"), f"{rel}: the header comment (source, settings) is missing"
+        assert "Source:" in path.read_text(), f"{rel}: the header does not name its source"
+
+
+def test_known_wrong_rows_say_why():
+    for r in ROWS:
+        if "known_wrong" in r:
+            assert isinstance(r["known_wrong"], str) and len(r["known_wrong"]) > 20, r["id"]
+
+
+def test_tolerance_and_fold():
+    t = v.Tolerance.parse("30%", "t")
+    assert t.within(1.3, 1.0) and not t.within(1.31, 1.0) and t.within(0.7, 1.0)
+    b = v.Tolerance.parse("2x", "t")
+    assert b.within(2.0, 1.0) and b.within(0.5, 1.0) and not b.within(2.01, 1.0)
+    assert not b.within(math.nan, 1.0)
+    assert v.fold(3.0, 1.0) == 3.0 == v.fold(1.0, 3.0)
+    assert v.fold(0.0, 1.0) == math.inf
+    with pytest.raises(Exception):
+        v.Tolerance.parse("thirty", "t")
+
+
+def test_scraped_peak_reads_like_a_dashboard():
+    import pandas as pd
+
+    # One spike in 30 one-second samples: a 15 s scraper catches it at one phase in 15.
+    s = pd.Series([1.0] * 30, index=[float(i) for i in range(30)])
+    s.iloc[7] = 16.0
+    assert v._scraped_peak(s, 15, 1.0) == pytest.approx(1.0 + 15.0 / 15)
+    assert v._scraped_peak(s, 1, 1.0) == 16.0
+
+
+# ------------------------------------------------------------------------------ slow
+
+
+@pytest.fixture(scope="module")
+def table():
+    return v.run_table()
+
+
+def _param(r):
+    if r.get("known_wrong"):
+        return pytest.param(r["id"], marks=pytest.mark.xfail(strict=True, reason=r["known_wrong"]))
+    return r["id"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row_id", [_param(r) for r in ROWS])
+def test_row_within_its_tolerance(table, row_id):
+    row = table.set_index("id").loc[row_id]
+    assert row["within"], (
+        f"{row_id}: predicted {row['predicted']:.4g} {row['unit']}, measured {row['measured']:.4g} "
+        f"({row['error']:+.0%}), tolerance {row['tolerance']}"
+    )
+
+
+@pytest.mark.slow
+def test_table_as_a_whole(table):
+    s = v.summary(table)  # rows not marked known wrong
+    assert s["median_abs_error"] <= 0.30, s
+    assert s["worst_fold"] <= 3.0, s

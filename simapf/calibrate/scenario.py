@@ -60,6 +60,10 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
                 "count": row.object_count,
                 "namespaces": 1,
                 "object_size": {"mean_bytes": row.response_bytes / row.object_count, "distribution": "constant"},
+                # The source does not say which resource it listed; the reconstruction decodes it
+                # as typed objects (the resource model's default), and the fitted etcd decoded
+                # bytes are per stored byte of those, whatever name the scenario gives it.
+                "decoded_size_multiplier": params.watch_cache.decoded_size_multiplier,
             }
         ],
         "clients": [

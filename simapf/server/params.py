@@ -93,7 +93,7 @@ class CpuParams(_Params):
         ),
     )
     usable_fraction: float = Field(
-        0.8452118270574887,
+        0.8196205498945005,
         gt=0,
         le=1,
         description=(
@@ -139,7 +139,7 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        172578194.7499006,
+        141069785.2930597,
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
@@ -203,7 +203,7 @@ class EtcdParams(_Params):
         return data
 
     bytes_per_s: float = Field(
-        273375323.6904042,
+        259276512.67631218,
         gt=0,
         description=(
             "Range-read throughput of one etcd server in stored bytes per second: a range's byte cost is "
@@ -211,12 +211,12 @@ class EtcdParams(_Params):
         ),
     )
     requests_per_s: float = Field(
-        19274.212482597875,
+        24122.064689936353,
         gt=0,
         description="Empty range reads per second of one etcd server (the per-range cost). Fitted.",
     )
     objects_per_s: float | None = Field(
-        864124.1943221553, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
+        611153.5639070664, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
     concurrency: int = Field(1, ge=1, description=(
         "Range reads etcd serves side by side (its servers: the cores it gives ranges); one range runs on one. "
@@ -230,7 +230,7 @@ class EtcdParams(_Params):
         ),
     )
     wait_live_fraction: float = Field(
-        0.8233132345192145,
+        0.9865020248798217,
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
@@ -284,10 +284,10 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: float = Field(
-        0.000737290915624775, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
+        0.0006748782573248895, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     work_cv: float = Field(
-        0.5710931684798259,
+        0.6341265614081496,
         ge=0,
         le=3,
         description=(
@@ -301,15 +301,15 @@ class RequestCpuParams(_Params):
     etcd_receive_core_s_per_byte: float = Field(
         1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis (the fit moves decode_core_s_per_byte, with which it is collinear)."
     )
-    decode_core_s_per_object: float = Field(5.288406087801286e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: float = Field(3.889975060443789e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    decode_core_s_per_object: float = Field(6.134003876203526e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: float = Field(4.164634112875121e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: float = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     convert_core_s_per_byte: float = Field(
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: float = Field(8.175930716821008e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: float = Field(6.205878407080105e-09, ge=0, description="JSON per byte. Fitted.")
+    json_encode_core_s_per_object: float = Field(8.00883479228593e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: float = Field(6.195760861733737e-09, ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: float = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: float = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: float = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -320,7 +320,7 @@ class RequestCpuParams(_Params):
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
     compress_core_s_per_byte: float = Field(
-        6.057940902132171e-09,
+        5.762742514253891e-09,
         ge=0,
         description=(
             "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
@@ -335,10 +335,10 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: float = Field(
-        0.24710963569437508, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
+        0.3247010265805732, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     conversion_copy_fraction: float = Field(
-        0.1,
+        0.5,
         ge=0,
         description=(
             "c_conv: external-version copy per decoded response byte, for resources that convert (Pods, Nodes; "
@@ -350,9 +350,9 @@ class RequestMemoryParams(_Params):
     encode_buffer_multiplier: float = Field(
         1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
     )
-    struct_copy_bytes_per_object: Bytes = Field(610.0487315705599, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
+    struct_copy_bytes_per_object: Bytes = Field(750.2097934939509, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(
-        1.1960489946508577, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
+        0.9294517035754353, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
@@ -367,7 +367,7 @@ class RequestMemoryParams(_Params):
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size)."
     )
     streaming_alloc_multiplier: float = Field(
-        0.5154933095881643,
+        0.8351962561101838,
         ge=0,
         description=(
             "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
@@ -381,7 +381,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
-        784695.0014492532,
+        684328.4230511057,
         description=(
             "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
             "are pooled, so they are held, not allocated, per response). Fitted."
@@ -401,7 +401,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     request_held_bytes: Bytes = Field(
-        45056.0,
+        16207.199881331022,
         description=(
             "Bytes every request holds from its arrival to its end, queued in APF or waiting for seats "
             "included: two goroutines (the timeout filter's and the handler's, ~16 KiB of stack each: "
@@ -420,7 +420,7 @@ class GcParams(_Params):
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: float = Field(
-        958047344.2881997,
+        1261320251.8208618,
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )

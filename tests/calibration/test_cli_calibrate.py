@@ -70,7 +70,12 @@ def test_a_fit_moves_what_its_start_record_moved_with_its_loss(monkeypatch, tmp_
     shipped = yaml.safe_load(SHIPPED.read_text())
     seen = _chosen_fit(monkeypatch, tmp_path)
     assert seen == {"free": list(shipped["fit"]["free_parameters"]), "loss": shipped["fit"]["loss"]}
-    assert shipped["fit"]["loss"] != LOSS  # so the line above tells the record's loss from the default
+    # A record fitted with another loss than the default is refitted with its own.
+    other = next(name for name in ("worst", "linear") if name != LOSS)
+    linear = tmp_path / "other-loss.yaml"
+    linear.write_text(yaml.safe_dump(dict(shipped, fit={**shipped["fit"], "loss": other})))
+    seen = _chosen_fit(monkeypatch, tmp_path, "--start", str(linear))
+    assert seen["loss"] == other
 
     two = {"etcd.bytes_per_s": {}, "gc.mark_rate_bytes_per_core_s": {}}
     record = dict(shipped, fit={"loss": "soft_l1", "free_parameters": two})

@@ -58,6 +58,7 @@ KNOWN_SATURATED: dict[str, str] = {
     "cache 1 MB x1000 @480/s": _SATURATED,
     "cache 10 MB x1000 @80/s": _SATURATED,
     "cache 10 MB x10 @80/s": _SATURATED,
+    "etcd 1 MB x1000 @200/s": _ETCD_EDGE,
 }
 
 

@@ -96,5 +96,6 @@ def test_a_selector_that_matches_nothing_still_reads_and_decodes_everything():
     # 300 MB read from etcd and decoded either way: the empty answer saves only the encoding.
     p = ServerParams()
     read_and_decode_s = 300e6 / p.etcd.bytes_per_s + 300e6 * p.request_cpu.decode_core_s_per_byte
-    assert read_and_decode_s <= p50(none) < p50(full)
+    # Requests' work varies (request_cpu.work_cv), so the median request may do a little less.
+    assert 0.8 * read_and_decode_s <= p50(none) < p50(full)
     assert none.summary["cpu"]["mean_cores"] >= 0.3 * full.summary["cpu"]["mean_cores"]

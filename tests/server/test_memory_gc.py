@@ -185,11 +185,13 @@ def _closed_loop(p: ServerParams, clients: int, warm_s: float, secs: float) -> t
 
 def test_cpu_limiter_keeps_gc_at_half_the_cpu_under_a_tight_memory_limit():
     # GOMEMLIMIT barely above the live heap: the GC runs back to back and assists would take
-    # ~65 % of the CPU; the limiter holds GC to 50 % by refusing assists.
+    # ~65 % of the CPU; the limiter holds GC to 50 % by refusing assists. The mark rate is fixed
+    # (the 2026-11-21 record's) so that the GC wants more than the cap whatever a refit finds.
     def run(cap: float) -> tuple[ResourceModel, float]:
         p = ServerParams.model_validate(
-            {"cpu": {"cores": 4, "usable_cores": 4}, "gc": {"gomemlimit_bytes": 200e6, "limiter_cap_fraction": cap}}
-        )
+            {"cpu": {"cores": 4, "usable_cores": 4},
+             "gc": {"gomemlimit_bytes": 200e6, "limiter_cap_fraction": cap, "mark_rate_bytes_per_core_s": 9.58e8}}
+        )  # fmt: skip
         return _closed_loop(p, 8, 5, 15)
 
     m, limited = run(0.5)

@@ -93,7 +93,7 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     # Streamed, the JSON encoder of the calibrated build (before kubernetes#139617) allocates about
     # the response body in per-item copies; whole, a buffer grown by doubling (~2x the body).
     streamed_encoder_alloc = streamed.alloc_bytes - cache.alloc_bytes + mem.encode_alloc_multiplier * S_
-    assert 0.75 * S_ <= streamed_encoder_alloc <= 1.5 * S_
+    assert 0.75 * S_ <= streamed_encoder_alloc <= mem.encode_alloc_multiplier * S_  # no more than a doubling buffer
     assert streamed.cpu_core_s > cache.cpu_core_s
     # WatchList holds its stream's buffers and 16 B per object of the cache snapshot it walks,
     # whatever the bytes; it allocates a deep copy of each object it sends.
@@ -133,16 +133,16 @@ def _first_data_row():
 
 
 def test_default_parameters_land_near_the_first_data_rows_cpu():
-    # The calibrated defaults put it at 5.55 cores (the same over 6 s and 60 s), 15 % under the
-    # measured 6.54: the fit trades this row for the memory cells (docs/validation.md).
+    # Within 20 % of the measured 6.54 cores: the fit trades this row's CPU for the memory cells
+    # (docs/validation.md has the figure of the shipped record).
     *_, cores = _first_data_row()
-    assert 5.5 < cores < 7.5
+    assert 0.8 * 6.54 < cores < 1.2 * 6.54
 
 
 def test_default_parameters_land_near_the_first_data_row():
     snaps, a, b, _cores = _first_data_row()
     peak = max(s.rss_bytes for s in snaps)
-    assert 0.4e9 < peak < 0.6e9
+    assert 0.8 * 412e6 < peak < 1.2 * 412e6  # the measured 412 MB, within 20 %
     assert 0.1 < (b.gc_cpu_seconds_total - a.gc_cpu_seconds_total) / (b.cpu_seconds_total - a.cpu_seconds_total) < 0.4
 
 

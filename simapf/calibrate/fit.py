@@ -153,6 +153,7 @@ FREE_PARAMS: tuple[FreeParam, ...] = (
     FreeParam("request_memory.streaming_alloc_multiplier", 0.1, 8.0, why="allocation of the streaming encoder per response byte"),
     FreeParam("request_cpu.work_cv", 0.05, 2.0, why="how much identical requests' work varies"),
     FreeParam("request_memory.etcd_decoded_multiplier", 0.05, 8.0, ("etcd",), "etcd path: decoded bytes per stored byte"),
+    FreeParam("request_memory.decoded_bytes_per_object", 100.0, 2e4, ("etcd",), "etcd path: decoded bytes per object beside its data"),
     FreeParam("request_memory.struct_copy_bytes_per_object", 50.0, 2e4, ("cache",), "cache path: bytes per object copied"),
     FreeParam("request_memory.compressor_bytes", 1e4, 1e7, why="gzip writer state per compressed response", gzip_only=True),
     # the experiment's set-up

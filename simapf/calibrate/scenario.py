@@ -79,6 +79,8 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
                 # The load generator's own CPU is part of the server's parameters (it ran on the
                 # same node): it takes no client-side time per response here.
                 "processing": {"per_response_s": 0, "per_object_s": 0, "per_byte_s": 0},
+                # Its reading of the responses is there too (params.client), not a network link.
+                "network": {"stream_bytes_per_s": None},
                 "request": {
                     "verb": "list",
                     "resource": RESOURCE,

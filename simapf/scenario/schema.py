@@ -266,6 +266,16 @@ class Resource(_Model):
         ),
     )
 
+    gzip_ratio: float | None = Field(
+        None, gt=0, le=1.1,
+        description=(
+            "Size of a gzip-compressed response of its objects per byte of the plain one (what a client "
+            "link carries when responses are compressed). null = 0.15, a 5000-node cluster's Pods "
+            "(kubernetes#138327). Random bytes do not compress (1.0); random base64 text, as test objects "
+            "often hold, ~0.75 (6 bits of entropy in 8)."
+        ),
+    )
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
@@ -515,6 +525,46 @@ class ClientProcessing(_Model):
         return not (self.per_response_s or self.per_object_s or self.per_byte_s)
 
 
+class ClientNetwork(_Model):
+    """The way between the apiserver and this client's instances. A response's write returns only
+    when the client has taken it (HTTP/2 flow control), so the handler keeps its seats and its
+    response in memory while the bytes go out: as they are encoded when the response is streamed,
+    after the encoding when not (simapf.server.network)."""
+
+    stream_bytes_per_s: OptionalBytes = Field(
+        180e6,
+        description=(
+            "How fast one response goes out to the client: one HTTP/2 stream through TLS. ~180 MB/s from "
+            "kube-apiserver to a client in a GCE cluster: 183 MiB/s writing a 700 MB LIST "
+            "(kubernetes#111507), 183 MB/s a 1572 MB WatchList and 145 MB/s a 232 MB gzip LIST "
+            "(kubernetes#138327). null = at once (a client that reads as fast as the server writes)."
+        ),
+    )
+    link_bytes_per_s: OptionalBytes = Field(
+        None,
+        description=(
+            "What all the instances' responses share: their node's network, or the CPU the client has to "
+            "read them with. Responses in flight split it evenly, each at most stream_bytes_per_s. "
+            "null = no limit beyond each stream's."
+        ),
+    )
+    rtt_s: float = Field(
+        0.0, ge=0, le=60,
+        description=(
+            "Round trip between the client and the apiserver: a request reaches the server rtt_s/2 after "
+            "it is sent, its response's last byte the client rtt_s/2 after it was written. 0 = in the same "
+            "cluster (round trips of a fraction of a millisecond, below what these models resolve)."
+        ),
+    )
+
+    @field_validator("stream_bytes_per_s", "link_bytes_per_s")
+    @classmethod
+    def _rate(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0:
+            raise ValueError("must be positive (or null for no limit)")
+        return v
+
+
 class _Client(_Model):
     name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
     identity: Identity = Field(..., description="Give exactly one of user and service_account.")
@@ -523,6 +573,10 @@ class _Client(_Model):
     retry: RetryPolicy = Field(RetryPolicy(), description="Applies to every request the client sends.")
     rate_limit: Annotated[RateLimit | None, RateLimitText] = Field(
         None, description="null or `disabled` = none: requests go out as soon as they are made."
+    )
+    network: ClientNetwork = Field(
+        default_factory=ClientNetwork,
+        description="How responses travel to the client: each stream's pace, a shared link, the round trip.",
     )
     processing: ClientProcessing | None = Field(
         default_factory=ClientProcessing,

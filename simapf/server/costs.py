@@ -4,7 +4,7 @@ The formulas are list-memory.md §6.1 (bytes) and §6.2 (CPU), a starting hypoth
 calibration will fit. Notation: S = response bytes on the wire, n = objects returned,
 N = objects read, B = stored bytes read, k = decoded/stored size ratio.
 
-    etcd:       live = B + k·B + c_conv·k·S + enc_live
+    etcd:       live = B + k·B + o_dec·N + c_conv·k·S + enc_live
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
     WatchList:  live = W_const
     enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
@@ -16,11 +16,12 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
                   + convert·S (resources that convert)
                   + (enc_obj·n + enc_byte·S)·(1 + streaming overhead if streamed)
 
-With a co-located client (`client`), the response is then read on the same cores:
-`write = client_request + client_byte·S (+ client_gzip_byte·S if compressed)` core-seconds of
-the client's CPU, then
-`response_latency_s` of pure delay, during which the request holds
-`write_live = enc_live + write_hold·(live − enc_live)`.
+The response then goes to the client: `wire = S` (× the resource's gzip ratio when compressed)
+bytes over the client's link, if it has one (simapf.server.network), as it is encoded when
+streamed, after the encoding when not; with a co-located client (`client`) it is read on the
+same cores: `write = client_request + client_byte·S (+ client_gzip_byte·S if compressed)`
+core-seconds of the client's CPU, then `response_latency_s` of pure delay. From the end of its
+CPU work until then the request holds `write_live = enc_live + write_hold·(live − enc_live)`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class RequestPlan:
     write_core_s: float = 0.0
     write_live_bytes: float = 0.0
     write_delay_ns: int = 0
+    # Bytes the response puts on the wire (gzip-compressed when it is), which a client link
+    # (simapf.server.network) takes time to carry; the request holds `write_live_bytes` meanwhile.
+    wire_bytes: float = 0.0
+    streamed: bool = False  # written as it is encoded (a streamed LIST, a WatchList's events)
     error: str = ""  # the request fails once etcd has served its range (HTTP 500)
     # Its garbage is allocated in this many steps along its CPU work (1: all at the start).
     alloc_steps: int = 1
@@ -72,6 +77,10 @@ def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
 # apiserver sets no other): a larger range response fails with ResourceExhausted, which the
 # client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
 ETCD_MAX_RESPONSE_BYTES = 2**31 - 1
+
+# Compressed / plain size of a gzip response whose resource says nothing: a LIST of a 5000-node
+# cluster's Pods, 1572 MB of Protobuf, went out as 232 MB (kubernetes#138327's traces, 2026).
+DEFAULT_GZIP_RATIO = 0.15
 ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
 
 
@@ -144,7 +153,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     etcd = 0.0
     wait_live = 0.0
     if path is ServingPath.ETCD:
-        decoded = k * B
+        decoded = k * B + mem_p.decoded_bytes_per_object * N
         held = B + decoded + conv_live
         live = held + enc_live
         alloc = held * temp + enc_alloc
@@ -169,7 +178,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         # per object; each initial event it sends is a deep copy of the cached object (cached
         # objects are not shared serializations), garbage once written (cacher's watcher.go).
         live = mem_p.watchlist_bytes + mem_p.watchlist_bytes_per_object * N
-        alloc = (k * S + conv_live) * temp + item_by_item_alloc
+        alloc = (k * S + mem_p.decoded_bytes_per_object * n + conv_live) * temp + item_by_item_alloc
         cpu = (
             cpu_p.request_core_s
             + cpu_p.cache_core_s_per_object * N
@@ -188,12 +197,12 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     write = cl.colocated_core_s_per_request + cl.colocated_core_s_per_byte * S
     if gzip:
         write += cl.colocated_gzip_core_s_per_byte * S
-    write_live = 0.0
-    if write > 0.0 or cl.response_latency_s > 0.0:
-        enc = enc_live if enc_live < live else live
-        write_live = enc + mem_p.write_hold_fraction * (live - enc)
+    enc = enc_live if enc_live < live else live
+    write_live = enc + mem_p.write_hold_fraction * (live - enc)
     delay = int(round(cl.response_latency_s * 1e9))
-    return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay,
+    ratio = shape.gzip_ratio if shape.gzip_ratio is not None else DEFAULT_GZIP_RATIO
+    wire = S * ratio if gzip else S
+    return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay, wire, streaming,
                        alloc_steps=alloc_steps(live, alloc))  # fmt: skip
 
 

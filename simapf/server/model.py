@@ -25,14 +25,30 @@ from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EtcdModel
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
+from simapf.server.network import Link
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import WorkVariation
 
 DoneCallback = Callable[[int], None]
-# A request in flight: its plan, its callback and its work factors (etcd, CPU, client reading).
-Running = tuple[RequestPlan, DoneCallback, tuple[float, float, float]]
+
+
+class Running:
+    """A request in flight: its plan, its callback, its work factors (etcd, CPU, client reading),
+    the link its response goes out on (None: the client takes it at once), and how many of its
+    CPU work and its streamed write are still going (both must end before it goes on)."""
+
+    __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch")
+
+    def __init__(self, plan: RequestPlan, on_done: DoneCallback, factors: tuple[float, float, float],
+                 link: Link | None, epoch: int) -> None:  # fmt: skip
+        self.plan = plan
+        self.on_done = on_done
+        self.factors = factors
+        self.link = link
+        self.pending = 1
+        self.epoch = epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +129,7 @@ class ResourceModel:
         self._started = 0
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
+        self._links: list[Link] = []  # client links that carried a response of this process
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
         self.held_bytes = params.request_memory.request_held_bytes
         self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
@@ -145,12 +162,14 @@ class ResourceModel:
         if self._up:
             self.memory.inflight_live -= self.held_bytes
 
-    def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None) -> bool:
+    def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None,
+              link: Link | None = None) -> bool:  # fmt: skip
         """Execute a request; `on_done(now_ns)` when its handler returns.
 
         `key`: the request's number, which picks its work factors (`request_cpu.work_cv`); the
         apiserver gives its arrival number, so that a request keeps its work whenever it starts.
-        Without one, requests are numbered in the order they start.
+        Without one, requests are numbered in the order they start. `link`: the way to its
+        client (simapf.server.network); the handler returns once the response has gone out on it.
 
         Returns False (and never calls back) when the process is down. If the process dies
         while the request runs, `on_done` is not called; `process.on_oom` hooks fire instead.
@@ -163,35 +182,43 @@ class ResourceModel:
         if key is None:
             key = self._started
         self._started += 1
-        req = (plan, on_done, self.vary.factors(key))
+        if link is not None and not plan.wire_bytes:
+            link = None
+        req = Running(plan, on_done, self.vary.factors(key), link, self.process.epoch)
+        if link is not None and link not in self._links:
+            self._links.append(link)
         if plan.etcd_work:
             if plan.wait_live_bytes:
                 mem = self.memory
                 mem.inflight_live += plan.wait_live_bytes
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
                     return True  # killed; the on_oom hooks told the runtime
-            work = plan.etcd_work * req[2][0]
+            work = plan.etcd_work * req.factors[0]
             self.etcd.read(work, self._after_etcd, req)
         else:
             self._begin_cpu(req)
         return True
 
     def _after_etcd(self, req: Running) -> None:
-        plan = req[0]
+        plan = req.plan
         if plan.wait_live_bytes:
             self.memory.inflight_live -= plan.wait_live_bytes
         self._begin_cpu(req)
 
     def _begin_cpu(self, req: Running) -> None:
-        plan = req[0]
+        plan = req.plan
         mem = self.memory
         mem.inflight_live += plan.live_bytes
+        if req.link is not None and plan.streamed:
+            # Written as it is encoded: the write and the CPU work go on together.
+            req.pending = 2
+            req.link.send(plan.wire_bytes, self._sent, req)
         steps = plan.alloc_steps
         if steps == 1:
             assist = mem.allocate(plan.alloc_bytes)
             if assist < 0.0:
                 return  # the allocation killed the process
-            work = plan.cpu_core_s * req[2][1]
+            work = plan.cpu_core_s * req.factors[1]
             self.cpu.add(work + assist, self._finish, req)
             return
         # Live bytes now, the garbage in steps between equal parts of the work.
@@ -199,51 +226,66 @@ class ResourceModel:
 
     def _step(self, job: tuple[Running, int], first_bytes: float = 0.0) -> None:
         req, left = job
-        plan = req[0]
+        plan = req.plan
         steps = plan.alloc_steps
         assist = self.memory.allocate(first_bytes + (plan.alloc_bytes - plan.live_bytes) / steps)
         if assist < 0.0:
             return
-        work = plan.cpu_core_s * req[2][1] / steps
+        work = plan.cpu_core_s * req.factors[1] / steps
         if left == 1:
             self.cpu.add(work + assist, self._finish, req)
         else:
             self.cpu.add(work + assist, self._step, (req, left - 1))
 
     def _finish(self, req: Running) -> None:
-        plan = req[0]
+        plan = req.plan
+        link = req.link
+        # From here the request holds what it keeps while its response is written.
+        self.memory.inflight_live -= plan.live_bytes - plan.write_live_bytes
+        if link is not None and not plan.streamed:
+            req.pending = 2
+            link.send(plan.wire_bytes, self._sent, req)
+        self._sent(req)
+
+    def _sent(self, req: Running) -> None:
+        """The CPU work or the write on the link has ended; when both have, the client reads."""
+        if req.epoch != self.process.epoch:
+            return  # the process died meanwhile
+        req.pending -= 1
+        if req.pending:
+            return
+        plan = req.plan
         if plan.write_core_s or plan.write_delay_ns:
-            # The handler is writing: the client reads the response (a co-located one on our
-            # cores), and the request keeps its response buffer (and seats) until it has.
-            self.memory.inflight_live -= plan.live_bytes - plan.write_live_bytes
+            # The client reads the response (a co-located one on our cores), and the request
+            # keeps its response buffer (and seats) until it has.
             self.writing += 1
             if plan.write_core_s:
-                work = plan.write_core_s * req[2][2]
+                work = plan.write_core_s * req.factors[2]
                 self.cpu.add(work, self._read, req, foreign=True)
             else:
                 self._read(req)
             return
-        self.memory.inflight_live -= plan.live_bytes
+        self.memory.inflight_live -= plan.write_live_bytes
         self.completed += 1
-        req[1](self.env._now)
+        req.on_done(self.env._now)
 
     def _read(self, req: Running) -> None:
-        delay = req[0].write_delay_ns
+        delay = req.plan.write_delay_ns
         if delay:
-            self.env.timeout(delay, (self.process.epoch, req)).callbacks.append(self._delivered)
+            self.env.timeout(delay, req).callbacks.append(self._delivered)
         else:
             self._written(req)
 
     def _delivered(self, event: simpy.Event) -> None:
-        epoch, req = event._value
-        if epoch == self.process.epoch:  # else the process died meanwhile
+        req = event._value
+        if req.epoch == self.process.epoch:  # else the process died meanwhile
             self._written(req)
 
     def _written(self, req: Running) -> None:
-        self.memory.inflight_live -= req[0].write_live_bytes
+        self.memory.inflight_live -= req.plan.write_live_bytes
         self.writing -= 1
         self.completed += 1
-        req[1](self.env._now)
+        req.on_done(self.env._now)
 
     # ------------------------------------------------------------------ watch cache
 
@@ -288,6 +330,9 @@ class ResourceModel:
         self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
         self.etcd.clear()
+        for link in self._links:
+            link.clear()  # the process's connections broke with it
+        self._links.clear()
         self.writing = 0
         self.gc.stop()
         self.memory.kill()

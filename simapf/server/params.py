@@ -337,6 +337,15 @@ class RequestMemoryParams(_Params):
     etcd_decoded_multiplier: float = Field(
         0.3247010265805732, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
+    decoded_bytes_per_object: Bytes = Field(
+        1500.0,
+        description=(
+            "Decoded bytes per object read from etcd beside its data: the object's Go structs "
+            "(TypeMeta and ObjectMeta, ~0.3 KB with their strings), its maps' buckets, its managedFields "
+            "entries, the etcd KeyValue it was decoded from (~0.1 KB with its key) and its slot in the "
+            "list's items. A 1 KB ConfigMap decodes to ~2.5 KB. Hypothesis from the types' sizes."
+        ),
+    )
     conversion_copy_fraction: float = Field(
         0.5,
         ge=0,

@@ -50,6 +50,7 @@ class ResponseShape:
     bytes_read: float | None = None
     converts: bool = False
     decoded_multiplier: float | None = None  # the resource's decoded/stored ratio; None: typed default
+    gzip_ratio: float | None = None  # the resource's gzip-compressed/plain size; None: DEFAULT_GZIP_RATIO
 
     @property
     def n_read(self) -> int:

@@ -25,6 +25,7 @@ from simapf.apf.estimators.watch_tracker import WatchTracker
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
 from simapf.server.model import ResourceModel
+from simapf.server.network import Link
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 
@@ -76,11 +77,12 @@ class ServerRequest:
     __slots__ = (
         "attrs", "cost", "service_ns", "on_done", "received_ns", "dispatch_ns", "done_ns",
         "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "incarnation",
-        "tag", "retry_after_s",
+        "tag", "retry_after_s", "link",
     )  # fmt: skip
 
     def __init__(self, attrs: RequestAttributes, cost: RequestCost | None, service_ns: int | None,
-                 on_done: Callable[[ServerRequest], None] | None, now_ns: int, tag: Any) -> None:  # fmt: skip
+                 on_done: Callable[[ServerRequest], None] | None, now_ns: int, tag: Any,
+                 link: Link | None = None) -> None:  # fmt: skip
         self.attrs = attrs
         self.cost = cost
         self.service_ns = service_ns
@@ -97,6 +99,7 @@ class ServerRequest:
         self.incarnation = 0
         self.tag = tag
         self.retry_after_s = 0  # the Retry-After of a 429
+        self.link = link  # the way its response goes to its client (None: taken at once)
 
     @property
     def latency_ns(self) -> int:
@@ -176,12 +179,14 @@ class SimulatedAPIServer:
         on_done: Callable[[ServerRequest], None] | None = None,
         service_ns: int | None = None,
         tag: Any = None,
+        link: Link | None = None,
     ) -> ServerRequest:
         """A request arrives now. `on_done(request)` is called once, with `request.outcome`
-        set, when its response is complete or it was refused, rejected or lost."""
+        set, when its response is complete or it was refused, rejected or lost. `link`: the way
+        to its client (simapf.server.network): the handler returns once its response has gone."""
         if cost is None and service_ns is None:
             raise ValueError("a request needs a cost or a service time")
-        rec = ServerRequest(attrs, cost, service_ns, on_done, self.env._now, tag)
+        rec = ServerRequest(attrs, cost, service_ns, on_done, self.env._now, tag, link)
         if not self.model.up:
             self._end(rec, UNAVAILABLE, "down")
             return rec
@@ -222,7 +227,7 @@ class SimulatedAPIServer:
         rec.seats = req.max_seats
         if rec.service_ns is not None:
             self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
-        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec), req.seq):
+        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec), req.seq, rec.link):
             self._end(rec, FAILED, "down")
 
     def _handler_returned(self, rec: ServerRequest) -> None:

@@ -26,6 +26,7 @@ from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
+from simapf.server.network import Link
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
 from simapf.workload.cluster import GONE, Cluster
 
@@ -198,10 +199,12 @@ class _Call:
 class Requester:
     """A client-go REST client of one client instance."""
 
-    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client", "processor")
+    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client", "processor", "link",
+                 "half_rtt_ns")  # fmt: skip
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
-                 stats: ClientStats, client: str = "", processing: ClientProcessing | None = None) -> None:  # fmt: skip
+                 stats: ClientStats, client: str = "", processing: ClientProcessing | None = None,
+                 link: Link | None = None, rtt_s: float = 0.0) -> None:  # fmt: skip
         self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
         self.timers = timers
@@ -210,6 +213,8 @@ class Requester:
         self.stats = stats
         self.active = True
         self.processor = response_processor(processing)
+        self.link = link  # the way responses come back (simapf.server.network); None: at once
+        self.half_rtt_ns = int(round(rtt_s * NS_PER_S / 2))  # each way of a round trip
 
     def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
            **kw) -> None:  # fmt: skip
@@ -222,8 +227,11 @@ class Requester:
             wait = self.bucket.reserve(self.timers.now())
             if wait:
                 self.stats.throttle_wait_ns += wait
-                self.timers.after(wait, self._send, call)
+                self.timers.after(wait + self.half_rtt_ns, self._send, call)
                 return
+        if self.half_rtt_ns:
+            self.timers.after(self.half_rtt_ns, self._send, call)  # on its way to the server
+            return
         self._send(call)
 
     def _send(self, call: _Call) -> None:
@@ -232,11 +240,20 @@ class Requester:
         self.stats.attempts += 1
         # The tag says whose attempt this is and which one (0 = first, k = k-th retry after a 429).
         self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec),
-                          tag=(self.client, call.retries), **call.kw)  # fmt: skip
+                          tag=(self.client, call.retries), link=self.link, **call.kw)  # fmt: skip
 
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:
             return
+        if self.half_rtt_ns:
+            self.timers.after(self.half_rtt_ns, self._arrived, (call, rec))  # on its way back
+            return
+        self._arrived((call, rec))
+
+    def _arrived(self, arg: tuple[_Call, ServerRequest]) -> None:
+        if not self.active:
+            return
+        call, rec = arg
         now = self.timers.now()
         if self.processor is not None:
             # The client decodes and handles the response first; only then does it act on it.

@@ -24,6 +24,7 @@ from simapf.scenario.schema import (
     OpenLoopClient,
     RequestTemplate,
 )
+from simapf.server.network import Link
 from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, token_bucket
@@ -87,7 +88,8 @@ class Instance:
         # whatever the client then does with the response, and nothing it does waits for one.
         processing = group.spec.processing if group.spec.kind != "mutator" else None
         self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
-                                   group.stats, group.spec.name, processing)  # fmt: skip
+                                   group.stats, group.spec.name, processing, group.link,
+                                   group.spec.network.rtt_s)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
 
@@ -571,6 +573,12 @@ class ClientGroup:
         self.held: deque[Instance] = deque()  # open-loop arrivals waiting for a slot, oldest first
         self.start_rng = stream(ctx.seed, spec.name, 0, "start")
         self._cls = INSTANCE_CLASSES[spec.kind]
+        net = spec.network
+        # The way responses come back to every instance (their node, their CPU to read them).
+        self.link = None
+        if net.stream_bytes_per_s is not None or net.link_bytes_per_s is not None:
+            stream_rate = net.stream_bytes_per_s if net.stream_bytes_per_s is not None else net.link_bytes_per_s
+            self.link = Link(ctx.cluster.env, stream_rate, net.link_bytes_per_s)
 
     def start(self) -> None:
         spec = self.spec

@@ -16,6 +16,7 @@ import simpy
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.server.costs import encode_cost
+from simapf.server.network import Link
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimulatedAPIServer
 from simapf.workload.inventory import STATS_REFRESH_NS, Inventory, ResourceObjects
@@ -74,12 +75,14 @@ class Cluster:
         object_bytes: float = 0.0,
         tag: object = None,
         gone: bool = False,
+        link: Link | None = None,
     ) -> None:
         """Send a request now; `on_done(request)` gets it back with `outcome` set.
 
         `page` >= 0 is the page index of a paged LIST (its continue token stands for it);
         `object_bytes` is the size of a written object; `gone`: a WATCH from a resourceVersion
-        the watch cache no longer has, which the server answers with 410 once APF admits it.
+        the watch cache no longer has, which the server answers with 410 once APF admits it;
+        `link`: the way to the client (simapf.server.network), which its response takes time on.
         """
         if not self.network_up:
             self._refuse(attrs, on_done, tag)
@@ -101,7 +104,7 @@ class Cluster:
             rec.retry_after_s = 1
             self.server._end(rec, REJECTED, "cache-not-ready")
             return
-        self.server.submit(attrs, cost, done, tag=tag)
+        self.server.submit(attrs, cost, done, tag=tag, link=link)
 
     def _deliver(self, rec: ServerRequest, epoch: int, on_done: Done, gone: bool = False) -> None:
         if gone and rec.outcome == OK:
@@ -147,12 +150,10 @@ class Cluster:
             size = objs.mean_size(attrs.namespace)
             rv = attrs.list_options.resource_version
             path = ServingPath.CACHE if cached and ready and rv not in (None, "") else ServingPath.ETCD
-            return RequestCost(path, ResponseShape(size, 1, enc, converts=objs.spec.converts,
-                                                   decoded_multiplier=objs.spec.decoded_ratio))
+            return RequestCost(path, _shape(objs, size, 1, enc))
         # Writes: a transaction in etcd, the object decoded and encoded back.
         size = object_bytes or objs.mean_size(attrs.namespace)
-        return RequestCost(ServingPath.ETCD, ResponseShape(size, 1, enc, converts=objs.spec.converts,
-                                                           decoded_multiplier=objs.spec.decoded_ratio))
+        return RequestCost(ServingPath.ETCD, _shape(objs, size, 1, enc))
 
     def _key(self, attrs: RequestAttributes) -> str:
         return f"{attrs.resource}.{attrs.api_group}" if attrs.api_group else attrs.resource
@@ -173,13 +174,11 @@ class Cluster:
             # A selector that matches nothing (share 0) reads everything for its one, empty page.
             read = n_page if not filtered else (int(min(n_all, round(n_page / share))) if share > 0 else n_all)
             b_read = b_all * read / n_all if n_all else 0.0
-            return ResponseShape(b_page, n_page, enc, objects_read=read, bytes_read=b_read,
-                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
+            return _shape(objs, b_page, n_page, enc, objects_read=read, bytes_read=b_read)
         # With selectors the server reads (and decodes) every object to filter them, whatever matches.
         if filtered:
-            return ResponseShape(b, n, enc, objects_read=n_all, bytes_read=b_all,
-                                 converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
-        return ResponseShape(b, n, enc, converts=objs.spec.converts, decoded_multiplier=objs.spec.decoded_ratio)
+            return _shape(objs, b, n, enc, objects_read=n_all, bytes_read=b_all)
+        return _shape(objs, b, n, enc)
 
     def pages(self, attrs: RequestAttributes, selectivity: float) -> int:
         """How many pages a paged LIST of `attrs` has now."""
@@ -270,6 +269,15 @@ class Cluster:
 
     def network_restored(self) -> None:
         self.network_up = True
+
+
+def _shape(objs: ResourceObjects, response_bytes: float, objects: int, enc: Encoding,
+           **read: float) -> ResponseShape:  # fmt: skip
+    """A response of `objs`' resource, with what its objects are like (conversion, decoded and
+    compressed sizes); `read`: objects_read / bytes_read where the server reads more."""
+    spec = objs.spec
+    return ResponseShape(response_bytes, objects, enc, converts=spec.converts,
+                         decoded_multiplier=spec.decoded_ratio, gzip_ratio=spec.gzip_ratio, **read)  # fmt: skip
 
 
 def _replays_state(opts: ListOptions) -> bool:

@@ -85,7 +85,8 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     mem = p.request_memory
     S_, n = 1e6, 100
     etcd = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n)))
-    assert etcd.live_bytes == pytest.approx(S_ + mem.etcd_decoded_multiplier * S_ + mem.encode_buffer_multiplier * S_)
+    decoded = mem.etcd_decoded_multiplier * S_ + mem.decoded_bytes_per_object * n  # data and each object's structs
+    assert etcd.live_bytes == pytest.approx(S_ + decoded + mem.encode_buffer_multiplier * S_)
     cache = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n)))
     assert cache.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object + mem.encode_buffer_multiplier * S_)
     streamed = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))

@@ -81,7 +81,7 @@ def test_the_apiserver_numbers_requests_by_arrival():
     server = SimulatedAPIServer(env, server_concurrency=800, params=ServerParams(request_cpu={"work_cv": 0.5}))
     keys: list[int | None] = []
     start = server.model.start
-    server.model.start = lambda c, done, key=None: keys.append(key) or start(c, done, key)
+    server.model.start = lambda c, done, key=None, link=None: keys.append(key) or start(c, done, key, link)
     big = cost(ServingPath.CACHE, 1_000_000, 1000)
     for _ in range(5):
         server.submit(LIST_USER, big)

@@ -155,7 +155,7 @@ def _slow_server(sim):
     server = sim.server
     submit = server.submit
 
-    def slow_submit(attrs, cost=None, on_done=None, service_ns=None, tag=None):
+    def slow_submit(attrs, cost=None, on_done=None, service_ns=None, tag=None, link=None):
         return submit(attrs, None, on_done, service_ns=int(SLOW_S * NS_PER_S), tag=tag)
 
     server.submit = slow_submit

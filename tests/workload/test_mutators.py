@@ -109,7 +109,7 @@ def test_a_write_whose_response_is_lost_was_still_committed():
     sc = scenario(mutator(rate_per_s=20.0, mix={"create": 1.0}), duration_s=12.0, events=[outage(5.0, 20.0)])
     sim = simulation(sc)
     submit = sim.server.submit
-    sim.server.submit = lambda attrs, cost=None, on_done=None, service_ns=None, tag=None: submit(
+    sim.server.submit = lambda attrs, cost=None, on_done=None, service_ns=None, tag=None, link=None: submit(
         attrs, None, on_done, service_ns=2 * NS_PER_S, tag=tag)  # fmt: skip
     result = sim.run()
     df = _writes(result)

@@ -6,7 +6,7 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
 
     etcd:       live = B + k·B + o_dec·N + c_conv·k·S + enc_live
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
-    WatchList:  live = W_const
+    WatchList:  live = W_const + 16 B·N + enc_live
     enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
                 + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
@@ -174,10 +174,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             return RequestPlan(cpu_p.request_core_s + cpu_p.etcd_request_core_s, etcd, wait_live, 0.0, 0.0,
                                error=ETCD_RESPONSE_TOO_LARGE)  # fmt: skip
     elif path is ServingPath.WATCHLIST_STREAM:
-        # The watcher holds its stream's buffers and a snapshot of the cache, one interface value
-        # per object; each initial event it sends is a deep copy of the cached object (cached
-        # objects are not shared serializations), garbage once written (cacher's watcher.go).
-        live = mem_p.watchlist_bytes + mem_p.watchlist_bytes_per_object * N
+        # The watcher holds its stream's buffers, a snapshot of the cache (one interface value
+        # per object) and the event it is encoding; each initial event it sends is a deep copy of
+        # the cached object (cached objects are not shared serializations), garbage once written
+        # (cacher's watcher.go).
+        live = mem_p.watchlist_bytes + mem_p.watchlist_bytes_per_object * N + enc_live
         alloc = (k * S + mem_p.decoded_bytes_per_object * n + conv_live) * temp + item_by_item_alloc
         cpu = (
             cpu_p.request_core_s

@@ -347,7 +347,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     conversion_copy_fraction: float = Field(
-        0.5,
+        0.1,
         ge=0,
         description=(
             "c_conv: external-version copy per decoded response byte, for resources that convert (Pods, Nodes; "

@@ -97,12 +97,19 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     assert 0.75 * S_ <= streamed_encoder_alloc <= mem.encode_alloc_multiplier * S_  # no more than a doubling buffer
     assert streamed.cpu_core_s > cache.cpu_core_s
     # WatchList holds its stream's buffers and 16 B per object of the cache snapshot it walks,
-    # whatever the bytes; it allocates a deep copy of each object it sends.
+    # and the event it is encoding (one object, bounded by the largest etcd stores), whatever the
+    # response's bytes; it allocates a deep copy of each object it sends.
     small = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e5, 10), True))
     big = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 10), True))
     many = compute_plan(p, RequestCost(ServingPath.WATCHLIST_STREAM, ResponseShape(1e8, 100_000), True))
-    assert small.live_bytes == big.live_bytes == mem.watchlist_bytes + 10 * mem.watchlist_bytes_per_object
-    assert many.live_bytes == mem.watchlist_bytes + 100_000 * mem.watchlist_bytes_per_object
+
+    def event(item_bytes: float) -> float:
+        return mem.streaming_item_buffer_multiplier * min(item_bytes, mem.max_object_bytes)
+
+    assert small.live_bytes == pytest.approx(mem.watchlist_bytes + 10 * mem.watchlist_bytes_per_object + event(1e4))
+    assert big.live_bytes == pytest.approx(mem.watchlist_bytes + 10 * mem.watchlist_bytes_per_object + event(1e7))
+    assert big.live_bytes < small.live_bytes + mem.max_object_bytes  # 1000x the bytes: one object more
+    assert many.live_bytes == pytest.approx(mem.watchlist_bytes + 100_000 * mem.watchlist_bytes_per_object + event(1e3))
     assert big.alloc_bytes >= p.watch_cache.decoded_size_multiplier * 1e8
     # Selectors: etcd reads and decodes what it filters out.
     filtered = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n, objects_read=1000)))

@@ -19,36 +19,52 @@ import simpy
 
 from simapf.server.cpu import ProcessorSharing
 
-# Responses in flight on one link with no limit of its own (each still at its stream's pace):
-# a processor-sharing server this wide never makes one wait for another.
-UNLIMITED_STREAMS = 1e9
-
-
 class Link:
     """Responses to one client group: each at most `stream_bytes_per_s`, together at most
     `link_bytes_per_s` (None: no shared limit)."""
 
-    __slots__ = ("stream_bytes_per_s", "link_bytes_per_s", "_ps")
+    __slots__ = ("env", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
 
     def __init__(self, env: simpy.Environment, stream_bytes_per_s: float,
                  link_bytes_per_s: float | None = None) -> None:  # fmt: skip
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")
+        self.env = env
         self.stream_bytes_per_s = float(stream_bytes_per_s)
         self.link_bytes_per_s = link_bytes_per_s
-        # Work is in seconds of one stream at full pace; the link serves link/stream of them at once.
-        width = UNLIMITED_STREAMS if link_bytes_per_s is None else link_bytes_per_s / self.stream_bytes_per_s
-        self._ps = ProcessorSharing(env, cores=width, procs=width)
+        # With a shared limit, work is in seconds of one stream at full pace and the link serves
+        # link/stream of them at once; without one, each response simply takes its own time.
+        self._ps = None
+        if link_bytes_per_s is not None:
+            width = link_bytes_per_s / self.stream_bytes_per_s
+            self._ps = ProcessorSharing(env, cores=width, procs=width)
+        self._writing = 0
+        self._epoch = 0  # bumped by clear(): writes of broken connections do not call back
+        self._done_cb = self._done
 
     def send(self, nbytes: float, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Write `nbytes` to the client; `callback(arg)` once the last byte has gone."""
-        self._ps.add(nbytes / self.stream_bytes_per_s, callback, arg)
+        if self._ps is not None:
+            self._ps.add(nbytes / self.stream_bytes_per_s, callback, arg)
+            return
+        self._writing += 1
+        delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
+        self.env.timeout(delay, (self._epoch, callback, arg)).callbacks.append(self._done_cb)
+
+    def _done(self, event: simpy.Event) -> None:
+        epoch, callback, arg = event._value
+        if epoch == self._epoch:
+            self._writing -= 1
+            callback(arg)
 
     @property
     def in_flight(self) -> int:
         """Responses being written on this link."""
-        return self._ps.jobs
+        return self._ps.jobs if self._ps is not None else self._writing
 
     def clear(self) -> None:
         """Drop every response being written, without calling back (the connections broke)."""
-        self._ps.clear()
+        if self._ps is not None:
+            self._ps.clear()
+        self._epoch += 1
+        self._writing = 0

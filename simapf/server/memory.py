@@ -21,16 +21,26 @@ allocation finds every crossing without a time step.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import simpy
 
 from simapf.server.params import ServerParams
 
-if TYPE_CHECKING:
-    from simapf.server.gc import GoGC
-
 _INV_NS = 1e-9
+
+
+class Pacer(Protocol):
+    """What allocation asks of the garbage collector (simapf.server.gc.GoGC): whether a mark
+    phase is on, where the next cycle starts, and the assist an allocation owes."""
+
+    marking: bool
+    trigger: float
+    alloc_during_mark: float
+
+    def assist(self, nbytes: float) -> float: ...
+
+    def start_cycle(self) -> None: ...
 
 
 class MemoryModel:
@@ -54,7 +64,7 @@ class MemoryModel:
             else None
         )
         self.scavenge_rate = params.gc.scavenge_rate_bytes_per_s
-        self.gc: GoGC | None = None
+        self.gc: Pacer | None = None  # set by the GC that paces this heap
         self.on_over_limit: Callable[[], None] | None = None
         self.alloc_total = 0.0
         self.released_bytes = 0.0

@@ -6,6 +6,7 @@ whether memory stayed under the limit, where CPU went and which priority levels 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,8 +99,19 @@ def overview_figure(result: "Result") -> "Figure":
     return fig
 
 
-def save_figure(fig: "Figure", stem: str | Path) -> None:
-    """Write `stem`.png and `stem`.svg."""
+def save_figure(fig: "Figure", stem: str | Path, provenance: dict | None = None) -> None:
+    """Write `stem`.png and `stem`.svg, and with a provenance record (simapf.provenance) put it
+    in both files' metadata (a PNG text chunk, the SVG's dc:description) and beside them as
+    `stem`.provenance.json. Nothing in them changes from one save to the next: the same figure
+    and record give the same bytes."""
+    import matplotlib
+
+    from simapf.provenance import figure_metadata
+
     stem = Path(stem)
-    fig.savefig(stem.with_suffix(".png"), dpi=110)
-    fig.savefig(stem.with_suffix(".svg"))
+    record = provenance or {}
+    with matplotlib.rc_context({"svg.hashsalt": "simapf"}):  # stable ids in the SVG
+        fig.savefig(stem.with_suffix(".png"), dpi=110, metadata=figure_metadata(record, "png") if record else None)
+        fig.savefig(stem.with_suffix(".svg"), metadata=figure_metadata(record, "svg") if record else {"Date": None})
+    if record:
+        stem.with_name(stem.name + ".provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

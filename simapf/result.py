@@ -19,6 +19,7 @@ from simapf import __version__
 from simapf.apf.types import NS_PER_S
 from simapf.files import output_directory
 from simapf.observe import LABELS, RECORD_FIELDS
+from simapf.provenance import provenance
 from simapf.workload.clientgo import CLIENT_OUTCOMES
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class Result:
             if figure:
                 from simapf.figures import overview_figure, save_figure
 
-                save_figure(overview_figure(self), tmp / "overview")
+                save_figure(overview_figure(self), tmp / "overview", self.summary.get("provenance"))
         return out
 
 
@@ -262,5 +263,7 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
         "clients": clients,
         "events": events,
         "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
+        # What made these numbers: the build, the resolved scenario, the calibration, the seed.
+        "provenance": provenance(scenario, server.model.params, [sc.run.seed]),
         "scenario": scenario,
     }

@@ -41,6 +41,8 @@ def summary_text(scenario: str | None, overrides: dict) -> str:
     summary = dict(simapf.run(loaded).summary)
     for volatile in ("wall_s", "simapf_version", "source"):
         summary.pop(volatile, None)
+    summary["provenance"] = {k: v for k, v in summary["provenance"].items()
+                             if k not in ("simapf_version", "git_commit", "git_dirty")}  # fmt: skip
     return json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n"
 
 

@@ -34,7 +34,7 @@ clients:
 """
 
 RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "client_latency.csv", "priority_levels.csv",
-             "overview.png", "overview.svg", OUTPUT_MARKER}  # fmt: skip
+             "overview.png", "overview.svg", "overview.provenance.json", OUTPUT_MARKER}  # fmt: skip
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from simapf.comparison.policies import Policy, parse_policy
 from simapf.comparison.stats import paired_differences, summarise, table_metrics
 from simapf.errors import ConfigError
 from simapf.files import output_directory
-from simapf.scenario.load import LoadedScenario, load_scenario
+from simapf.provenance import provenance
+from simapf.scenario.load import LoadedScenario, load_scenario, server_params
 from simapf.sweeps.backends import choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import derive_seed, run_id
@@ -80,7 +81,7 @@ class Comparison:
             if figure:
                 from simapf.figures import save_figure
 
-                save_figure(self.figure(), tmp / "comparison")
+                save_figure(self.figure(), tmp / "comparison", self.info.get("provenance"))
         return out
 
 
@@ -160,5 +161,6 @@ def compare(
         differences=paired_differences(runs, labels, metrics, confidence), confidence=confidence,
         scenario_name=sc.name, source=source, seeds=seeds,
         memory_limit_bytes=sc.apiserver.memory_limit_bytes,
-        info={"backend": chosen.describe()},
+        info={"backend": chosen.describe(),
+              "provenance": provenance(sc.model_dump(mode="json"), server_params(loaded), seeds, replications)},
     )  # fmt: skip

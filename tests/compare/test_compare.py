@@ -129,8 +129,11 @@ def test_cli_compare_writes_table_differences_and_figure(scenario_file, tmp_path
     text = result.stdout
     assert "2 replications per policy" in text and "difference from upstream" in text
     assert "seats per LIST, mean" in text and "p99 global-default/list" in text
-    assert sorted(p.name for p in out.iterdir()) == [".simapf-output.json", "comparison.png", "comparison.svg", "comparison.txt",
-                                                     "differences.csv", "runs.csv", "runs.parquet", "table.csv"]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == [".simapf-output.json", "comparison.png", "comparison.provenance.json",
+                                                     "comparison.svg", "comparison.txt", "differences.csv", "runs.csv",
+                                                     "runs.parquet", "table.csv"]  # fmt: skip
+    record = json.loads((out / "comparison.provenance.json").read_text())
+    assert record["replications"] == 2 and len(record["seeds"]) == 2
     runs = pd.read_parquet(out / "runs.parquet")
     assert len(runs) == 4 and set(runs["policy"]) == {"upstream", "constant:seats=4"}
 

@@ -132,6 +132,10 @@ class SimulatedAPIServer:
         )  # fmt: skip
         self.incarnation = 0
         self.watch_tracker = WatchTracker()  # open watches; emptied when the process dies
+        # Whether the response of the request being estimated is streamed: the work estimator
+        # asks (EstimationContext.response_streamed) while `submit` hands the request to APF, as
+        # upstream's estimator reads the request's negotiated media type.
+        self._streamed_now = True
         self.apf = self._new_apf()
         self._draining: list[APFController] = []  # controllers replaced by a config change
         self._pending: dict[int, ServerRequest] = {}  # queued or executing, by id
@@ -150,6 +154,7 @@ class SimulatedAPIServer:
             a["objects"], self.scheduler, self, server_concurrency=a["server_concurrency"],
             estimator=a["estimator"], object_stats=a["object_stats"], gates=a["gates"],
             wait_limit_ns=a["wait_limit_ns"], watch_tracker=self.watch_tracker,
+            response_streamed=self._response_streamed,
         )  # fmt: skip
         apf.start_borrowing()
         return apf
@@ -195,10 +200,14 @@ class SimulatedAPIServer:
         self._pending[id(rec)] = rec
         if not self.model.hold_request():
             return rec  # its memory killed the process, and the request with it
+        self._streamed_now = cost.streaming if cost is not None else True
         apf_request = self.apf.submit(attrs, self._seq, payload=rec)
         if rec.outcome is None:  # not rejected on arrival (see _end)
             rec.apf = apf_request
         return rec
+
+    def _response_streamed(self, _attrs: RequestAttributes) -> bool:
+        return self._streamed_now
 
     def _end(self, rec: ServerRequest, outcome: str, reason: str = "") -> None:
         rec.outcome = outcome

@@ -231,6 +231,36 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
                        "comparison.png, comparison.svg")  # fmt: skip
 
 
+@main.command("figures")
+@click.argument("spec_or_dir", type=click.Path())
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Directory to write the figures to.")
+@click.option("--only", multiple=True, metavar="NAME", help="Make only this figure of the spec (repeatable).")
+@click.option("--check", "check_dir", is_flag=True,
+              help="SPEC_OR_DIR is a figures directory: say whether each figure is still current (exit 1 if not).")
+@force_option
+def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...], check_dir: bool, force: bool) -> None:
+    """Make the figures of a spec (PNG, SVG, PDF with their provenance), or check a directory of them.
+
+    simapf figures figures/kep.yaml --out docs/figures; simapf figures --check docs/figures
+    """
+    from simapf import kepfigures
+
+    try:
+        if check_dir:
+            verdicts = kepfigures.check(spec_or_dir)
+            for name, verdict in verdicts:
+                click.echo(f"{name}: {verdict}")
+            sys.exit(0 if all(v == "current" for _n, v in verdicts) else 1)
+        if not out_dir:
+            raise SimapfError("figures: --out DIR is needed to make figures (or --check DIR to check them)")
+        _check_out(out_dir, "figures", force)
+        files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
+                                log=lambda m: click.echo(m, err=True))  # fmt: skip
+    except SimapfError as err:
+        _fail(err)
+    click.echo(f"wrote {len(files)} files to {out_dir}/")
+
+
 @main.command("sweep")
 @click.argument("sweep_path", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
@@ -302,7 +332,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
                    "the worst cells fully; worst is linear plus a penalty on any memory cell more than 40 % "
                    "off (default: the start record's, else soft_l1).")
 @click.option("--report", "report", is_flag=True,
-              help="Instead of fitting: regenerate docs/validation.md and its figure for --params.")
+              help="Instead of fitting: regenerate docs/validation.md for --params (its figure: simapf figures figures/docs.yaml).")
 @click.option("--params", "params_path", type=click.Path(dir_okay=False),
               help="With --report: the record to report on (default: the shipped one).")
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,

@@ -30,6 +30,16 @@ def _busy_levels(result: "Result", metric: str, limit: int = 8) -> list[str]:
 
 
 def overview_figure(result: "Result") -> "Figure":
+    """The four panels, in the house style (simapf.style: colour-blind-safe colours)."""
+    import matplotlib
+
+    import simapf.style
+
+    with matplotlib.rc_context({**simapf.style.RC, "figure.figsize": (11, 10)}):
+        return _overview(result)
+
+
+def _overview(result: "Result") -> "Figure":
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -46,7 +56,7 @@ def overview_figure(result: "Result") -> "Figure":
     ax.plot(heap.index, heap.values / GiB, label="Go heap in use", alpha=0.8)
     limit = summary["memory"]["memory_limit_bytes"]
     if limit:
-        ax.axhline(limit / GiB, color="red", linestyle="--", linewidth=1, label="memory limit")
+        ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
     ax.set_ylabel("GiB")
     ax.set_title("Memory")
     ax.legend(loc="upper left", fontsize="small")
@@ -88,6 +98,16 @@ def overview_figure(result: "Result") -> "Figure":
     ax.set_title("Rejected requests (429) per priority level")
     ax.set_xlabel("simulated time (s)")
 
+    # The process down (an OOM kill, a restart): shaded red on every panel.
+    up = result.metric("up")
+    if len(up) and (up < 0.5).any():
+        t_up = up.index.to_numpy()
+        down = (up.to_numpy() < 0.5).astype(int)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], down, [0]))))
+        for start, stop in zip(edges[::2], edges[1::2]):
+            for a in axes:
+                a.axvspan(t_up[start], t_up[min(stop, len(t_up) - 1)], color="#D55E00", alpha=0.12, lw=0)
+        axes[0].annotate("down", (t_up[edges[0]], 0.02), xycoords=("data", "axes fraction"), fontsize="small")
     for e in summary["events"]:
         for a in axes:
             a.axvline(e["at_s"], color="black", alpha=0.4, linewidth=1)

@@ -105,14 +105,15 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 @contextmanager
-def output_directory(out: Path, kind: str, force: bool = False) -> Iterator[Path]:
+def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bool = False) -> Iterator[Path]:
     """Yield an empty staging directory; when the block ends, its files are `out`'s.
 
     Nothing of the user's is deleted: `out` must pass `check_output_directory`. A new `out`
     appears whole (the staging directory is renamed to it); an existing one receives the new
     files by rename, after which simapf's files of its earlier output that this one does not
-    write are removed. If the block fails (an exception, or a signal the CLI turns into one),
-    the staging directory is removed and `out` is as it was.
+    write are removed, unless `keep_earlier` (an update of part of the output: they stay
+    simapf's). If the block fails (an exception, or a signal the CLI turns into one), the
+    staging directory is removed and `out` is as it was.
     """
     check_output_directory(out, kind, force)
     existed = out.is_dir()
@@ -125,17 +126,22 @@ def output_directory(out: Path, kind: str, force: bool = False) -> Iterator[Path
     try:
         yield tmp
         files = sorted(p.name for p in tmp.iterdir())
-        write_text_atomic(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": files}, indent=1) + "\n")
+        earlier = _marker(out) if existed else None
+        same_kind = earlier is not None and earlier.get("kind") == kind
+        listed = files
+        if keep_earlier and same_kind:
+            kept = [n for n in earlier["files"] if isinstance(n, str) and (out / n).is_file() and n != OUTPUT_MARKER]
+            listed = sorted(set(files) | set(kept))
+        write_text_atomic(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": listed}, indent=1) + "\n")
         if not existed:
             os.replace(tmp, out)
             return
-        earlier = _marker(out)
         for name in files:
             os.replace(tmp / name, out / name)
         os.replace(tmp / OUTPUT_MARKER, out / OUTPUT_MARKER)
         tmp.rmdir()
-        if earlier is not None and earlier.get("kind") == kind:
-            for name in set(earlier["files"]) - set(files):
+        if same_kind:
+            for name in set(earlier["files"]) - set(listed):
                 if isinstance(name, str) and "/" not in name and name not in (OUTPUT_MARKER, ""):
                     (out / name).unlink(missing_ok=True)
     except BaseException:

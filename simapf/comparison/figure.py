@@ -74,7 +74,7 @@ def comparison_figure(c: "Comparison") -> "Figure":
     ax = axes[0][0]
     _bars(ax, c, "peak_rss_bytes", GiB, "Peak RSS (dots: replications)", "GiB")
     if c.memory_limit_bytes:
-        ax.axhline(c.memory_limit_bytes / GiB, color="red", linestyle="--", linewidth=1, label="memory limit")
+        ax.axhline(c.memory_limit_bytes / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
         ax.legend(fontsize="x-small")
     _bars(axes[0][1], c, "oom_kills", 1.0, "OOM kills", "kills per run")
     _bars(axes[0][2], c, "throughput_ok_per_s", 1.0, "Throughput (successful requests)", "per second")

@@ -1,0 +1,453 @@
+"""`simapf figures SPEC.yaml --out DIR`: figures for a KEP, from a spec, with their provenance.
+
+A spec lists figures; each says what to run and what to draw:
+
+    name: relist-storm                       # the spec's name
+    figures:
+      - name: storm-memory                   # file stem: storm-memory.png/.svg/.pdf
+        kind: timeseries                     # memory, CPU, seats... over simulated time
+        scenario: ../scenarios/relist-storm.yaml
+        set: {run.duration_s: 420}           # as `simapf run --set`
+        metrics: [memory, seats]             # one panel each (see PANELS)
+      - name: storm-policies
+        kind: policies                       # a bar per policy, mean and 95 % interval
+        scenario: ../scenarios/relist-storm.yaml
+        policies: [upstream, streamed-cache-cap]
+        replications: 3
+        metrics: [peak_rss_bytes, p99_s/workload-low/list]
+      - name: cap-sweep
+        kind: sweep                          # a sweep's response, mean and 95 % interval
+        sweep: ../sweeps/some-sweep.yaml
+        x: apf.estimator.list_params.max_list_seats
+        y: [peak_rss_bytes]
+      - name: calibration
+        kind: calibration                    # the fitted LIST experiment against the model
+      - name: model-vs-measured
+        kind: validation                     # the published measurements against the model
+
+Every figure is written as PNG, SVG and PDF at a KEP's size (8 x 4.5 inches per panel row, 100
+dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.style), with units on every
+axis and the scenario's events shaded. Its provenance (simapf.provenance: version, commit,
+hashes of the resolved scenario and the calibration, seeds, replications) goes into each
+file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
+came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
+same spec and seeds give byte-identical PNG and SVG files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simapf.errors import ConfigError
+from simapf.files import read_yaml
+
+KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
+ROW_HEIGHT_IN = 3.0
+DPI = 100
+FORMATS = ("png", "svg", "pdf")
+
+# Time-series panels: metric, how to read it, the axis label (with its unit).
+PANELS: dict[str, tuple[str, str, str]] = {
+    "memory": ("process_resident_memory_bytes", "gib", "RSS (GiB)"),
+    "heap": ("go_memstats_heap_inuse_bytes", "gib", "Go heap in use (GiB)"),
+    "cpu": ("process_cpu_seconds_total", "rate", "CPU (cores)"),
+    "seats": ("apiserver_flowcontrol_current_executing_seats", "by_level", "executing seats"),
+    "queued": ("apiserver_flowcontrol_current_inqueue_requests", "by_level", "requests in queue"),
+    "rejected": ("apiserver_flowcontrol_rejected_requests_total", "rate_by_level", "429s per second"),
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeseriesFigure(_Model):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["timeseries"]
+    scenario: str | None = Field(None, description="A scenario file (relative to the spec); null: the built-in default.")
+    set: dict[str, Any] = Field(default_factory=dict)
+    metrics: list[Literal["memory", "heap", "cpu", "seats", "queued", "rejected"]] = Field(["memory", "seats"], min_length=1)
+    title: str | None = None
+
+
+class PoliciesFigure(_Model):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["policies"]
+    scenario: str | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+    policies: list[str] = Field(..., min_length=2)
+    replications: int = Field(3, ge=1, le=100)
+    metrics: list[str] = Field(["peak_rss_bytes"], min_length=1)
+    title: str | None = None
+
+
+class SweepFigure(_Model):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["sweep"]
+    sweep: str = Field(..., description="A sweep file (relative to the spec).")
+    x: str = Field(..., description="The factor on the x axis.")
+    y: list[str] = Field(..., min_length=1, description="Metrics, one panel each.")
+    hue: str | None = Field(None, description="A factor drawn as one line per level.")
+    title: str | None = None
+
+
+class CalibrationFigure(_Model):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["calibration"]
+    title: str | None = None
+
+
+class ValidationFigure(_Model):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["validation"]
+    title: str | None = None
+
+
+Figure = Annotated[Union[TimeseriesFigure, PoliciesFigure, SweepFigure, CalibrationFigure, ValidationFigure],
+                   Field(discriminator="kind")]
+
+
+class FigureSpec(_Model):
+    name: str
+    description: str = ""
+    figures: list[Figure] = Field(..., min_length=1)
+
+
+def load_spec(path: str | Path) -> tuple[FigureSpec, Path]:
+    path = Path(path)
+    data = read_yaml(path)
+    try:
+        spec = FigureSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{path}: {where}: {err['msg']}") from None
+    names = [f.name for f in spec.figures]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{path}: figures: the name {dupes[0]!r} is used twice")
+    return spec, path.resolve().parent
+
+
+# ------------------------------------------------------------------------------ what a figure rests on
+
+
+def _scenario(fig: TimeseriesFigure | PoliciesFigure, base: Path):
+    from simapf.scenario import default_scenario_path, load_scenario
+
+    path = base / fig.scenario if fig.scenario else default_scenario_path()
+    return load_scenario(path, fig.set)
+
+
+def inputs(fig: Figure, base: Path) -> dict[str, Any]:
+    """What a figure rests on, hashed without running anything: the resolved scenario (or sweep)
+    and the calibration. `--check` compares these with the figure's provenance."""
+    from simapf.provenance import canonical_sha256
+    from simapf.scenario.load import server_params
+
+    if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
+        loaded = _scenario(fig, base)
+        return {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
+                "calibration_sha256": canonical_sha256(server_params(loaded).model_dump(mode="json"))}  # fmt: skip
+    if isinstance(fig, SweepFigure):
+        from simapf.server import ServerParams
+        from simapf.sweeps.spec import load_sweep_spec
+
+        sweep = load_sweep_spec(base / fig.sweep)
+        return {"scenario_sha256": canonical_sha256({"base": sweep.base, "factors": sweep.spec.factors,
+                                                     "replications": sweep.spec.replications, "seed": sweep.spec.seed}),
+                "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+    from simapf.server import ServerParams
+
+    if isinstance(fig, CalibrationFigure):
+        from simapf.calibrate.data import DEFAULT_DATA
+        from simapf.calibrate.record import SHIPPED, read_record
+
+        return {"scenario_sha256": canonical_sha256(DEFAULT_DATA.read_text()),
+                "calibration_sha256": canonical_sha256(read_record(SHIPPED))}  # fmt: skip
+    from simapf.calibrate.validation import TABLE, load_table
+
+    return {"scenario_sha256": canonical_sha256(load_table(TABLE)),
+            "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ drawing
+
+
+def _new_figure(rows: int):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure as MplFigure
+
+    import simapf.style
+
+    matplotlib.rcParams.update(simapf.style.RC)
+    fig = MplFigure(figsize=(KEP_WIDTH_IN, 1.2 + ROW_HEIGHT_IN * rows), dpi=DPI, layout="constrained")
+    return fig, fig.subplots(rows, 1, squeeze=False)[:, 0]
+
+
+def _time_axis(ax, duration_s: float) -> float:
+    """Label the time axis in minutes for long runs, seconds otherwise; returns the divisor."""
+    if duration_s > 600:
+        ax.set_xlabel("simulated time (min)")
+        return 60.0
+    ax.set_xlabel("simulated time (s)")
+    return 1.0
+
+
+def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
+    import numpy as np
+
+    import simapf
+    import simapf.style
+
+    loaded = _scenario(fig_spec, base)
+    result = simapf.run(loaded)
+    s = result.summary
+    fig, axes = _new_figure(len(fig_spec.metrics))
+    div = 1.0
+    for ax, key in zip(axes, fig_spec.metrics):
+        metric, how, label = PANELS[key]
+        if how == "gib":
+            series = result.metric(metric)
+            div = _time_axis(ax, s["duration_s"])
+            ax.plot(series.index / div, series.to_numpy() / 2**30, color=simapf.style.COLORS["memory"], label=label)
+            limit = s["memory"]["memory_limit_bytes"]
+            if limit:
+                ax.axhline(limit / 2**30, color=simapf.style.COLORS["limit"], ls="--", label="memory limit")
+        elif how == "rate":
+            series = result.metric(metric)
+            t = series.index.to_numpy()
+            div = _time_axis(ax, s["duration_s"])
+            if len(t) > 1:
+                ax.plot(t[1:] / div, np.diff(series.to_numpy()) / np.diff(t), color=simapf.style.COLORS["cpu"], label=label)
+        else:
+            wide = result.wide(metric)
+            if how == "rate_by_level" and len(wide) > 1:
+                wide = wide.fillna(0).diff().div(np.diff(wide.index.to_numpy(), prepend=np.nan), axis=0).iloc[1:]
+            busy = wide.max().sort_values(ascending=False)
+            busy = list(busy[busy > 0].index[:6])
+            div = _time_axis(ax, s["duration_s"])
+            for level in busy:
+                ax.plot(wide.index / div, wide[level].to_numpy(), label=level)
+            if not busy:
+                ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", color="grey")
+        ax.set_ylabel(label)
+        for e in s["events"]:
+            ax.axvspan(e["at_s"] / div, e["end_s"] / div, color="grey", alpha=0.15, lw=0)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    for ax in axes[:-1]:
+        ax.set_xlabel("")
+    fig.suptitle(fig_spec.title or f"{s['scenario_name']} (seed {s['seed']})")
+    return fig, [s["seed"]], 1
+
+
+def _unit(metric: str) -> tuple[float, str]:
+    if metric.endswith("_bytes"):
+        return 2**30, "GiB"
+    if metric.startswith(("p50_s/", "p90_s/", "p99_s/")) or metric.endswith("_s"):
+        return 1.0, "s"
+    if "rate" in metric:
+        return 1.0, "fraction"
+    if "cores" in metric:
+        return 1.0, "cores"
+    if "seats" in metric:
+        return 1.0, "seats"
+    if "per_s" in metric:
+        return 1.0, "per s"
+    return 1.0, "count"
+
+
+def _interval(values) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % Student interval (0 with one value)."""
+    import numpy as np
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x == x], dtype=float)
+    if len(v) < 2:
+        return (float(v.mean()) if len(v) else float("nan")), 0.0
+    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+
+
+def draw_policies(fig_spec: PoliciesFigure, base: Path):
+    import simapf
+    import simapf.style
+
+    loaded = _scenario(fig_spec, base)
+    cmp = simapf.compare(loaded, fig_spec.policies, replications=fig_spec.replications, workers=1)
+    fig, axes = _new_figure(len(fig_spec.metrics))
+    runs = cmp.runs
+    for ax, metric in zip(axes, fig_spec.metrics):
+        if metric not in runs.columns:
+            raise ConfigError(f"figure {fig_spec.name}: no metric {metric!r} in these runs; "
+                              f"some there are: {', '.join(sorted(c for c in runs.columns if '/' not in c)[:12])}")  # fmt: skip
+        scale, unit = _unit(metric)
+        for i, (policy, color) in enumerate(zip(cmp.policies, simapf.style.OKABE_ITO * 4)):
+            mean, half = _interval(runs.loc[runs["policy"] == policy, metric] / scale)
+            ax.bar(i, mean, yerr=half, color=color, capsize=4, alpha=0.85)
+        ax.set_xticks(range(len(cmp.policies)), cmp.policies, rotation=15, ha="right", fontsize=8)
+        ax.set_ylabel(f"{metric} ({unit})")
+        if metric == "peak_rss_bytes" and cmp.memory_limit_bytes:
+            ax.axhline(cmp.memory_limit_bytes / scale, color=simapf.style.COLORS["limit"], ls="--", label="memory limit")
+            ax.legend(fontsize=8)
+    fig.suptitle(fig_spec.title or f"{cmp.scenario_name}: mean and 95 % interval of {fig_spec.replications} "
+                 "replications per policy, common random numbers")  # fmt: skip
+    return fig, cmp.seeds, fig_spec.replications
+
+
+def draw_sweep(fig_spec: SweepFigure, base: Path):
+    import simapf
+    import simapf.style
+    from simapf.sweeps.spec import load_sweep_spec
+
+    loaded = load_sweep_spec(base / fig_spec.sweep)
+    for factor in [fig_spec.x] + ([fig_spec.hue] if fig_spec.hue else []):
+        if factor not in loaded.spec.factors:
+            raise ConfigError(f"figure {fig_spec.name}: {factor!r} is not a factor of {fig_spec.sweep}")
+    df = simapf.sweep(loaded, None, workers=1)
+    fig, axes = _new_figure(len(fig_spec.y))
+    groups = [(None, df)] if not fig_spec.hue else list(df.groupby(fig_spec.hue, sort=True))
+    for ax, metric in zip(axes, fig_spec.y):
+        if metric not in df.columns:
+            raise ConfigError(f"figure {fig_spec.name}: no metric {metric!r} in the sweep's results")
+        scale, unit = _unit(metric)
+        for (level, part), color in zip(groups, simapf.style.OKABE_ITO * 4):
+            xs, means, halves = [], [], []
+            for x, g in part.groupby(fig_spec.x, sort=True):
+                mean, half = _interval(g[metric] / scale)
+                xs.append(x), means.append(mean), halves.append(half)
+            ax.errorbar(xs, means, yerr=halves, fmt="o-", color=color, capsize=3,
+                        label=f"{fig_spec.hue} = {level}" if fig_spec.hue else None)  # fmt: skip
+        ax.set_ylabel(f"{metric} ({unit})")
+        ax.set_xlabel(fig_spec.x)
+        if fig_spec.hue:
+            ax.legend(fontsize=8)
+    seeds = sorted(int(s) for s in df["seed"].unique()) if "seed" in df.columns else []
+    fig.suptitle(fig_spec.title or f"{loaded.spec.name}: mean and 95 % interval of {loaded.spec.replications} replications")
+    return fig, seeds, loaded.spec.replications
+
+
+def draw_calibration(fig_spec: CalibrationFigure, base: Path):
+    from simapf.calibrate.data import load_rows
+    from simapf.calibrate.grid import Simulator
+    from simapf.calibrate.record import load_params
+    from simapf.calibrate.report import calibration_figure, evaluate
+
+    params, setup, _record = load_params()
+    rows = load_rows()
+    with Simulator() as sim:
+        results = evaluate(rows, params, setup, sim)
+    fig = calibration_figure(rows, results)
+    fig.suptitle(fig_spec.title or "simapf against the LIST experiment it was fitted to (kubernetes#132233)")
+    return fig, [setup.seed], 1
+
+
+def draw_validation(fig_spec: ValidationFigure, base: Path):
+    import numpy as np
+
+    import simapf.style
+    from simapf.calibrate import validation
+
+    table = validation.run_table(workers=1)
+    fig, axes = _new_figure(1)
+    ax = axes[0]
+    ok = table["within"].to_numpy()
+    err = table["error"].clip(-1.0, 3.0).to_numpy()
+    order = np.argsort(err)
+    colors = [simapf.style.COLORS["model"] if ok[i] else simapf.style.COLORS["limit"] for i in order]
+    ax.barh(range(len(order)), err[order], color=colors)
+    ax.axvspan(-0.3, 0.3, color="grey", alpha=0.15, lw=0)
+    ax.set_yticks(range(len(order)), table["id"].to_numpy()[order], fontsize=5)
+    ax.set_xlabel("predicted / measured − 1 (clipped at +300 %); blue: within the row's tolerance")
+    fig.set_size_inches(KEP_WIDTH_IN, 7.0)
+    fig.suptitle(fig_spec.title or "simapf against published measurements it was not fitted to")
+    return fig, [], 1
+
+
+# ------------------------------------------------------------------------------ make and check
+
+
+def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
+    """PNG, SVG and PDF with `record` in their metadata and beside them."""
+    import matplotlib
+
+    from simapf.provenance import figure_metadata
+
+    paths = []
+    with matplotlib.rc_context({"svg.hashsalt": "simapf"}):
+        for fmt in FORMATS:
+            path = stem.with_suffix(f".{fmt}")
+            fig.savefig(path, dpi=DPI, metadata=figure_metadata(record, fmt))
+            paths.append(path)
+    side = stem.with_name(stem.name + ".provenance.json")
+    side.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return paths + [side]
+
+
+def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = None, force: bool = False,
+         log=lambda m: None) -> list[Path]:  # fmt: skip
+    """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files."""
+    from simapf.files import output_directory
+    from simapf.provenance import provenance
+
+    spec, base = load_spec(spec_path)
+    wanted = [f for f in spec.figures if not only or f.name in only]
+    missing = sorted(set(only or []) - {f.name for f in spec.figures})
+    if missing:
+        raise ConfigError(f"{spec_path}: no figure named {missing[0]!r}")
+    out = Path(out_dir)
+    written: list[Path] = []
+    # Making some of the figures updates them and keeps the others.
+    with output_directory(out, "figures", force, keep_earlier=bool(only)) as tmp:
+        for f in wanted:
+            log(f"figure {f.name} ({f.kind})")
+            if isinstance(f, TimeseriesFigure):
+                fig, seeds, reps = draw_timeseries(f, base)
+            elif isinstance(f, PoliciesFigure):
+                fig, seeds, reps = draw_policies(f, base)
+            elif isinstance(f, SweepFigure):
+                fig, seeds, reps = draw_sweep(f, base)
+            elif isinstance(f, CalibrationFigure):
+                fig, seeds, reps = draw_calibration(f, base)
+            else:
+                fig, seeds, reps = draw_validation(f, base)
+            # The spec is recorded relative to the figures' directory, so a checkout elsewhere
+            # (or a clone of the repository) can still check them.
+            spec_rel = os.path.relpath(Path(spec_path).resolve(), out.resolve())
+            record = {**provenance({}, {}, seeds, reps), **inputs(f, base),  # the hashes of what it rests on
+                      "spec": spec_rel, "figure": f.name}  # fmt: skip
+            written += [out / p.name for p in save(fig, tmp / f.name, record)]
+    return written
+
+
+def check(out_dir: str | Path) -> list[tuple[str, str]]:
+    """Each figure of `out_dir` with its verdict: `current`, or why it is stale (its spec, its
+    figure, its scenario or its calibration changed)."""
+    verdicts = []
+    out = Path(out_dir)
+    sides = sorted(out.glob("*.provenance.json"))
+    if not sides:
+        raise ConfigError(f"{out}: no figures with provenance here")
+    for side in sides:
+        name = side.name.removesuffix(".provenance.json")
+        record = json.loads(side.read_text())
+        spec_path = (out / record.get("spec", "")).resolve()
+        if not spec_path.is_file():
+            verdicts.append((name, f"stale: its spec {spec_path} is gone"))
+            continue
+        spec, base = load_spec(spec_path)
+        fig = next((f for f in spec.figures if f.name == record.get("figure")), None)
+        if fig is None:
+            verdicts.append((name, f"stale: {spec_path.name} no longer has a figure {record.get('figure')!r}"))
+            continue
+        now = inputs(fig, base)
+        changed = [k.removesuffix("_sha256") for k in ("scenario_sha256", "calibration_sha256") if now[k] != record.get(k)]
+        verdicts.append((name, "current" if not changed else f"stale: its {' and '.join(changed)} changed"))
+    return verdicts

@@ -1,0 +1,93 @@
+"""`simapf figures`: a spec's figures as PNG, SVG and PDF with provenance; the same spec gives
+the same bytes; `--check` says when a scenario behind a figure has changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simapf.cli import main
+from simapf.errors import ConfigError
+from simapf.kepfigures import check, load_spec, make
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = (ROOT / "scenarios" / "list-experiment.yaml").read_text()
+
+
+def _project(tmp_path: Path, rate: float = 1800) -> Path:
+    """A scenario and a spec of two cheap figures in `tmp_path`."""
+    (tmp_path / "scenario.yaml").write_text(SCENARIO.replace("rate_per_s: 1800", f"rate_per_s: {rate}"))
+    (tmp_path / "spec.yaml").write_text("""
+name: test
+figures:
+  - name: memory
+    kind: timeseries
+    scenario: scenario.yaml
+    set: {run.duration_s: 3}
+    metrics: [memory, cpu, seats]
+  - name: policies
+    kind: policies
+    scenario: scenario.yaml
+    set: {run.duration_s: 2}
+    policies: [upstream, "constant:seats=4"]
+    replications: 2
+    metrics: [peak_rss_bytes, seats_per_list_mean]
+""")
+    return tmp_path / "spec.yaml"
+
+
+def test_make_writes_three_formats_with_provenance_and_the_same_bytes_twice(tmp_path):
+    spec = _project(tmp_path)
+    files = make(spec, tmp_path / "a")
+    names = sorted(p.name for p in files)
+    assert names == sorted(f"{n}.{x}" for n in ("memory", "policies") for x in ("png", "svg", "pdf", "provenance.json"))
+    record = json.loads((tmp_path / "a" / "policies.provenance.json").read_text())
+    assert record["replications"] == 2 and len(record["seeds"]) == 2 and record["figure"] == "policies"
+    assert record["scenario_sha256"].encode() in (tmp_path / "a" / "policies.png").read_bytes()
+    make(spec, tmp_path / "b")
+    for name in ("memory.png", "memory.svg", "policies.png", "policies.svg"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_check_says_current_then_stale_after_the_scenario_changes(tmp_path):
+    spec = _project(tmp_path)
+    make(spec, tmp_path / "figs", only=["memory"])
+    assert check(tmp_path / "figs") == [("memory", "current")]
+    _project(tmp_path, rate=900)  # the scenario behind the figure changes
+    assert check(tmp_path / "figs") == [("memory", "stale: its scenario changed")]
+    result = CliRunner().invoke(main, ["figures", "--check", str(tmp_path / "figs")])
+    assert result.exit_code == 1 and "memory: stale" in result.output
+    # The directory can move: the spec is found relative to it.
+    shutil.move(tmp_path / "figs", tmp_path / "moved")
+    assert check(tmp_path / "moved") == [("memory", "stale: its scenario changed")]
+
+
+def test_making_some_figures_keeps_the_others(tmp_path):
+    spec = _project(tmp_path)
+    make(spec, tmp_path / "figs")
+    before = (tmp_path / "figs" / "policies.png").read_bytes()
+    make(spec, tmp_path / "figs", only=["memory"])
+    assert (tmp_path / "figs" / "policies.png").read_bytes() == before
+    assert [n for n, _v in check(tmp_path / "figs")] == ["memory", "policies"]
+
+
+def test_bad_specs_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nfigures:\n  - {name: a, kind: piechart}\n")
+    with pytest.raises(ConfigError, match="figures.0"):
+        load_spec(bad)
+    bad.write_text("name: x\nfigures:\n  - {name: a, kind: validation}\n  - {name: a, kind: validation}\n")
+    with pytest.raises(ConfigError, match="used twice"):
+        load_spec(bad)
+    result = CliRunner().invoke(main, ["figures", str(bad), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "simapf: error:" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_shipped_specs_load():
+    for spec in sorted((ROOT / "figures").glob("*.yaml")):
+        load_spec(spec)

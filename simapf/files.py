@@ -25,16 +25,47 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
+# What a YAML document may hold once its aliases are expanded, and how deep it may nest. No input
+# simapf reads needs more than a few thousand values or a dozen levels; a few hundred bytes of
+# nested aliases ("billion laughs") expand to billions, and deep nesting exhausts Python's stack.
+MAX_YAML_VALUES = 1_000_000
+MAX_YAML_DEPTH = 64
+
+
+def check_yaml_size(data: Any, where: str) -> None:
+    """Refuse a document larger than MAX_YAML_VALUES values with its aliases expanded, or nested
+    deeper than MAX_YAML_DEPTH; counted without expanding anything, and stopped at the limit."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise ConfigError(f"{where}: more than {MAX_YAML_VALUES:,} values once its aliases are expanded "
+                              "(nested YAML aliases?); simapf reads no input that large")  # fmt: skip
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; no simapf input needs that")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
 def read_yaml(path: Path) -> Any:
-    """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem."""
+    """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem, and
+    so is one too large or too deep (`check_yaml_size`)."""
     text = read_text(path)
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(" ".join(f"{path}: invalid YAML{where}: {problem}".split())) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep; no simapf input needs that") from None
+    check_yaml_size(data, str(path))
+    return data
 
 
 def _umask() -> int:

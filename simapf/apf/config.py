@@ -37,6 +37,7 @@ from pydantic.alias_generators import to_camel
 
 from simapf.apf.shuffle import dealer_problem
 from simapf.errors import ConfigError
+from simapf.files import MAX_YAML_DEPTH, check_yaml_size
 
 log = logging.getLogger(__name__)
 
@@ -317,6 +318,9 @@ def parse_objects(text: str, source_name: str | None = None) -> APFObjects:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise ConfigError(_prefix(source_name) + _describe_yaml_error(exc)) from None
+    except RecursionError:
+        raise ConfigError(f"{_prefix(source_name)}nested more than {MAX_YAML_DEPTH} levels deep") from None
+    check_yaml_size(documents, source_name or "<APF objects>")
     return objects_from_data(documents, source_name=source_name, multi_document=True)
 
 

@@ -27,7 +27,7 @@ from simapf.apf.config import (
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
-from simapf.files import read_yaml
+from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
 from simapf.scenario.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
@@ -63,6 +63,7 @@ def load_scenario(
     elif isinstance(source, dict):
         data = source
         name = "<scenario>"
+        check_yaml_size(data, name)
         base = Path(base_dir) if base_dir is not None else Path.cwd()
     else:
         path = Path(source)
@@ -113,6 +114,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
+    except RecursionError:
+        raise ConfigError(f"--set {key}: nested more than {MAX_YAML_DEPTH} levels deep") from None
+    check_yaml_size(parsed, f"--set {key}")
     return key, parsed
 
 

@@ -791,12 +791,24 @@ Event = Annotated[
 # --------------------------------------------------------------------------------------------
 
 
+# Bounds of a run: simulated time in integer nanoseconds stays far inside 64 bits, and the series
+# (one sample of every metric per scrape) stay a size a notebook can hold.
+MAX_DURATION_S = 1e7  # ~116 days of simulated time
+MAX_SCRAPES = 1_000_000
+
+
 class RunSpec(_Model):
-    duration_s: float = Field(300.0, gt=0, description="How much simulated time the run covers.")
+    duration_s: float = Field(
+        300.0, gt=0, le=MAX_DURATION_S,
+        description="How much simulated time the run covers (~116 days at most).",
+    )
     seed: int = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
     scrape_interval_s: float = Field(
-        1.0, gt=0,
-        description="Step of the time series: every series is sampled this often, like a Prometheus scrape.",
+        1.0, ge=0.001,
+        description=(
+            "Step of the time series: every series is sampled this often, like a Prometheus scrape "
+            "(at least 1 ms, and at most 1,000,000 samples in a run)."
+        ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
     steady_state_from_s: float | None = Field(
@@ -813,6 +825,14 @@ class RunSpec(_Model):
         if x is not None and duration is not None and x >= duration:
             raise ValueError(f"{x:g} s is not before the run ends (run.duration_s: {duration:g})")
         return x
+
+    @model_validator(mode="after")
+    def _scrapes(self) -> "RunSpec":
+        n = self.duration_s / self.scrape_interval_s
+        if n > MAX_SCRAPES:
+            raise ValueError(f"duration_s / scrape_interval_s is {n:,.0f} samples, more than {MAX_SCRAPES:,}: "
+                             "raise scrape_interval_s")  # fmt: skip
+        return self
 
     @property
     def steady_from_s(self) -> float:

@@ -229,3 +229,24 @@ def test_cli_write_error_is_one_line_and_leaves_nothing(base_file, tmp_path, mon
     _assert_one_line_error(result.stderr, f"--out {out}: cannot write: No space left on device")
     assert not out.exists()
     assert list(out.parent.iterdir()) == []
+
+
+def test_yaml_size_is_counted_without_expanding_aliases():
+    from simapf.errors import ConfigError
+    from simapf.files import check_yaml_size
+
+    node = ["x"] * 10
+    for _ in range(6):  # shared references, as a YAML alias makes them: 10^7 values expanded
+        node = [node] * 10
+    with pytest.raises(ConfigError, match="aliases"):
+        check_yaml_size({"a": node}, "t")
+    check_yaml_size({"resources": [{"count": 1}] * 1000}, "t")  # an ordinary document passes
+
+
+def test_an_alias_bomb_given_with_set_is_refused(tmp_path):
+    bomb = ("{a: &a [x,x,x,x,x,x,x,x,x,x], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b],"
+            " d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d],"
+            " f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e], g: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]}")
+    result = _invoke(["run", "--set", f"apf.priority_levels={bomb}", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 2
+    _assert_one_line_error(result.stderr, "--set apf.priority_levels", "aliases")

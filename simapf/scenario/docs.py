@@ -68,6 +68,7 @@ UNITS: dict[str, str] = {
     "DiscoveryClient.extra_group_versions": "group-versions",
     "RampEvent.to_count": "instances",
     "RunSpec.seed": "—",  # an identifier, not a quantity
+    "RunSpec.max_requests": "requests",
 }
 
 _SUFFIX_UNITS = (("_per_s", "1/s"), ("_percent", "%"), ("_bytes", "bytes"), ("bytes_per_", "bytes"), ("_s", "s"))

@@ -220,10 +220,21 @@ class APF(_Model):
 # Cluster inventory
 
 
+# Bounds of the inputs a run is built from, each a one-line error beyond it (issue 23): simapf
+# keeps one size per object, one actor per client instance, and draws every arrival.
+MAX_OBJECTS = 50_000_000
+MAX_OBJECT_BYTES = 2**31  # gRPC's largest message: no larger object can be read back
+MAX_INSTANCES = 1_000_000
+MAX_RATE_PER_S = 1e6
+
+
 class SizeDistribution(_Model):
     """Sizes of objects as stored in etcd."""
 
-    mean_bytes: Bytes = Field(..., description="Mean object size (bytes or a quantity like 100Ki).")
+    mean_bytes: Bytes = Field(
+        ..., le=MAX_OBJECT_BYTES,
+        description="Mean object size (bytes or a quantity like 100Ki; at most 2 GiB, gRPC's largest message).",
+    )
     distribution: Literal["constant", "lognormal", "exponential"] = Field(
         "constant", description="constant, lognormal (with sigma) or exponential."
     )
@@ -248,9 +259,12 @@ class Resource(_Model):
     group: str = Field("", description="API group ('' = core).")
     version: str = Field("v1", description="API version (for discovery).")
     namespaced: bool = Field(True, description="Namespaced or cluster-scoped.")
-    count: int = Field(..., ge=0, description="Objects at the start of the run (mutators add and delete some).")
+    count: int = Field(
+        ..., ge=0, le=MAX_OBJECTS,
+        description="Objects at the start of the run (mutators add and delete some; at most 50,000,000: simapf keeps each one's size).",
+    )
     object_size: SizeDistribution = Field(..., description="A size is drawn for each object, at the start and on every create.")
-    namespaces: int = Field(1, ge=1, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
+    namespaces: int = Field(1, ge=1, le=MAX_OBJECTS, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
     watch_cache: bool = Field(True, description="Whether the apiserver keeps a watch cache of it.")
     converts: bool = Field(
         False, description="Whether internal-to-external list conversion copies objects (Pods, Nodes: true; ConfigMaps, Secrets, CRs: false)."
@@ -568,7 +582,10 @@ class ClientNetwork(_Model):
 class _Client(_Model):
     name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
     identity: Identity = Field(..., description="Give exactly one of user and service_account.")
-    count: int = Field(1, ge=0, description="Instances (independent clients with this spec; `{i}` in identity names is the index).")
+    count: int = Field(
+        1, ge=0, le=MAX_INSTANCES,
+        description="Instances (independent clients with this spec; `{i}` in identity names is the index; at most 1,000,000).",
+    )
     start: StartSpec = Field(StartSpec(), description="When the instances start.")
     retry: RetryPolicy = Field(RetryPolicy(), description="Applies to every request the client sends.")
     rate_limit: Annotated[RateLimit | None, RateLimitText] = Field(
@@ -601,7 +618,7 @@ class OpenLoopClient(_Client):
     """Requests at a rate that does not depend on responses."""
 
     kind: Literal["open_loop"] = Field(description="open_loop: this kind of client.")
-    rate_per_s: float = Field(..., gt=0, description="Requests per second per instance.")
+    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S, description="Requests per second per instance (at most 1,000,000).")
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
     max_in_flight: int | None = Field(
         None,
@@ -677,7 +694,7 @@ class MutatorClient(_Client):
     kind: Literal["mutator"] = Field(description="mutator: this kind of client.")
     resource: str = Field(..., description="The resource written.")
     namespace: str | None = Field("random", description="A namespace, 'random', or null (cluster-scoped).")
-    rate_per_s: float = Field(..., gt=0, description="Writes per second per instance (Poisson).")
+    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S, description="Writes per second per instance (Poisson; at most 1,000,000).")
     mix: dict[Literal["create", "update", "patch", "delete"], float] = Field(
         default_factory=lambda: {"update": 1.0},
         description="Relative weights of the verbs, e.g. {create: 1, update: 4, delete: 1}.",
@@ -795,6 +812,9 @@ Event = Annotated[
 # (one sample of every metric per scrape) stay a size a notebook can hold.
 MAX_DURATION_S = 1e7  # ~116 days of simulated time
 MAX_SCRAPES = 1_000_000
+# Requests a run may be expected to send (open-loop and writers' rates times the duration) unless
+# `run.max_requests` says more: at ~25,000 simulated requests a wall second, 100 M is over an hour.
+DEFAULT_MAX_REQUESTS = 100_000_000
 
 
 class RunSpec(_Model):
@@ -811,6 +831,13 @@ class RunSpec(_Model):
         ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
+    max_requests: int = Field(
+        DEFAULT_MAX_REQUESTS, ge=1,
+        description=(
+            "The most requests the run may be expected to send (open-loop clients' and writers' rates x instances "
+            "x duration); a scenario beyond it is refused before it runs. Raise it for a deliberately long run."
+        ),
+    )
     steady_state_from_s: float | None = Field(
         None, ge=0,
         description="Start of the steady-state window, in s from the start of the run: the summary's "
@@ -876,7 +903,24 @@ class Scenario(_Model):
                 raise ValueError(f"events[{i}].at_s: {e.at_s:g} s is after the run ends (run.duration_s: {self.run.duration_s:g})")
             if isinstance(e, RampEvent) and e.client not in names:
                 raise ValueError(f"events[{i}].client: no client named {e.client!r}")
+        expected = self.expected_requests()
+        if expected > self.run.max_requests:
+            raise ValueError(
+                f"run: its clients would send ~{expected:,.0f} requests in {self.run.duration_s:g} s, more than "
+                f"run.max_requests ({self.run.max_requests:,}); shorten the run, lower the rates, or raise run.max_requests"
+            )
         return self
+
+    def expected_requests(self) -> float:
+        """Requests the rate-driven clients would send over the run: open-loop clients' and writers'
+        rate x instances (their largest ramp) x duration. Closed loops and informers are left out:
+        their pace depends on the server."""
+        peak = {c.name: c.count for c in self.clients}
+        for e in self.events:
+            if isinstance(e, RampEvent) and e.client in peak:
+                peak[e.client] = max(peak[e.client], e.to_count)
+        return sum(c.rate_per_s * peak[c.name] * self.run.duration_s
+                   for c in self.clients if isinstance(c, (OpenLoopClient, MutatorClient)))  # fmt: skip
 
     def resource(self, ref: str) -> Resource:
         """The resource a client refers to by name or name.group."""

@@ -48,8 +48,11 @@ def parse_bytes(value: Any) -> Any:
     if not m:
         return value
     number, exponent, suffix = m.groups()
-    x = float(number) * (10 ** int(exponent) if exponent else 1)
-    return x * _SUFFIX[suffix or ""]
+    # float() of the written number: 10 ** int(exponent) would compute "1e99999999" exactly, for ever.
+    x = float(f"{number}e{exponent}" if exponent else number) * _SUFFIX[suffix or ""]
+    if not math.isfinite(x):
+        raise ValueError(f"{value!r} is not a finite number of bytes")
+    return x
 
 
 Bytes = Annotated[float, BeforeValidator(parse_bytes), Field(ge=0)]

@@ -56,6 +56,11 @@ class BackendSpec(_Model):
         return v
 
 
+# A sweep is checked whole before it runs (every combination's scenario is loaded), and its
+# table is one row per run: 100,000 runs is already days of simulation on one machine.
+MAX_SWEEP_RUNS = 100_000
+
+
 class SweepSpec(_Model):
     name: str | None = Field(None, min_length=1, description="A short name; default: the file's name.")
     description: str = Field("", description="What the sweep shows.")
@@ -64,7 +69,7 @@ class SweepSpec(_Model):
     factors: dict[str, Any] = Field(
         default_factory=dict, description="Dotted key -> [values] | {values: [...]} | {range: [start, stop, step]}."
     )
-    replications: int = Field(1, ge=1, description="Runs per combination of factor levels, each with its own seed.")
+    replications: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description="Runs per combination of factor levels, each with its own seed.")
     seed: int = Field(1, ge=0, description="The sweep seed every run's seed is derived from.")
     common_random_numbers: list[str] = Field(
         default_factory=list, description="Factors left out of the seed: runs differing only in them share random streams."
@@ -172,6 +177,12 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
         for i, level in enumerate(levels):
             _check(lambda: load_scenario(base, {key: level}, base_dir=scenario_dir), fail,
                    f"factors.{key}[{i}] ({canonical_json(level)})")  # fmt: skip
+    n_runs = spec.replications
+    for levels in factors.values():
+        n_runs *= len(levels)
+    if n_runs > MAX_SWEEP_RUNS:
+        raise fail(f"factors: {n_runs:,} runs (levels multiplied, times {spec.replications} replications), more than "
+                   f"{MAX_SWEEP_RUNS:,}; split the sweep or drop levels")  # fmt: skip
     runs = plan_runs(factors, spec.replications, spec.seed, spec.common_random_numbers)
     combinations = []
     for run in runs[:: spec.replications]:

@@ -45,7 +45,7 @@ def test_rows_show_type_default_and_unit():
     assert "| `run.duration_s` | number > 0, ≤ 1e+07 | `300` | s |" in text
     assert "| `apiserver.memory_limit_bytes` | bytes (number or quantity like `8Gi`) or null | `null` | bytes |" in text
     assert "| `clients[].mix` | mapping of `create` / `update` / `patch` / `delete` to number | `{update: 1}` |" in text
-    assert "| `resources[].count` | integer ≥ 0 | required | objects |" in text
+    assert "| `resources[].count` | integer ≥ 0, ≤ 5e+07 | required | objects |" in text
     assert "| `apiserver.gogc` | integer, `off` or null | `100` | % |" in text
 
 

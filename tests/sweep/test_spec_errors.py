@@ -34,6 +34,9 @@ CASES = [
     # (sweep, expected field path and message fragments)
     (_with(replicatons=3), ["replicatons", "unknown field"]),
     (_with(replications=0), ["replications", "greater than or equal to 1"]),
+    # 2 x 1,000 x 50 levels, 2 replications: 200,000 runs, refused before anything loads them.
+    (_with(factors=_factors(**{"clients.listers.rate_per_s": list(range(1, 1001)), "clients.listers.count": list(range(1, 51))})),
+     ["factors: 200,000 runs", "more than 100,000"]),
     (_with(base=None), ["base", "required field missing"]),
     (_with(base="missing.yaml"), ["base:", "missing.yaml: no such file"]),
     (_with(factors=_factors(**{"clients.listers.rate_per_s": {"range": [1, 5]}})),

@@ -255,7 +255,7 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
         },
         "process": {
             "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
-            "down_s": process.down_ns_total / NS_PER_S,
+            "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
         },  # fmt: skip
         "requests": {"total": sum(completed.values()), "by_outcome": completed},
         "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],

@@ -302,6 +302,11 @@ class ResourceModel:
                 mem.heap_live += nbytes - old
                 self._ready.add(res.name)
         self.gc.base_changed()
+        # Caches that do not fit in the container kill the process as an allocation would
+        # (and its refills after each restart kill it again: a crash loop).
+        limit = self.params.process.memory_limit_bytes
+        if self._up and limit is not None and self.memory.rss_bytes() > limit:
+            self._oom()
 
     def watch_cache_ready(self, name: str) -> bool:
         """Whether the resource's watch cache is filled (serving_path's `cache_ready`)."""

@@ -68,6 +68,12 @@ class ServerProcessState:
         for hook in list(self.on_restart):
             hook(now_ns)
 
+    def down_ns_until(self, now_ns: int) -> int:
+        """Time spent down up to `now_ns`, a downtime still open then included."""
+        if self.state is ProcessState.DOWN and self.last_down_ns is not None:
+            return self.down_ns_total + now_ns - self.last_down_ns
+        return self.down_ns_total
+
     def became_ready(self, now_ns: int) -> None:
         self.state = ProcessState.UP
         for hook in list(self.on_ready):

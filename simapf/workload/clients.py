@@ -376,6 +376,8 @@ class InformerInstance(Instance):
     ends the ListAndWatch: after a backoff the informer lists again (a relist).
     """
 
+    watch = None  # its open watch; none before it starts (a ramp may stop it first)
+
     def start(self) -> None:
         spec: InformerClient = self.group.spec
         self.spec = spec

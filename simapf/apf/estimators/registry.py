@@ -73,6 +73,19 @@ def _check_policy_class(obj: Any, what: str) -> type:
     return obj
 
 
+def _where_in_user_code(e: BaseException) -> str:
+    """`file:line: ` of the innermost frame of the user's module (or of a SyntaxError)."""
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{e.filename}:{e.lineno}: "
+    tb = e.__traceback__
+    last = None
+    while tb is not None:
+        if "importlib" not in tb.tb_frame.f_code.co_filename and "simapf" not in tb.tb_frame.f_code.co_filename:
+            last = tb
+        tb = tb.tb_next
+    return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}: " if last is not None else ""
+
+
 def _import_class(path: str) -> type:
     module_name, _, attr_path = path.partition(":")
     if not module_name or not attr_path:
@@ -81,6 +94,9 @@ def _import_class(path: str) -> type:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise EstimatorConfigError(f"LIST policy {path!r}: cannot import module {module_name!r}: {e}") from e
+    except Exception as e:  # the user's module is broken: say where, as an error in their code
+        raise EstimatorConfigError(f"LIST policy {path!r}: importing module {module_name!r} failed: "
+                                   f"{_where_in_user_code(e)}{type(e).__name__}: {e}") from e
     obj: Any = module
     for part in attr_path.split("."):
         try:

@@ -261,6 +261,26 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
     click.echo(f"wrote {len(files)} files to {out_dir}/")
 
 
+@main.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["openmetrics", "perfdata"]), required=True,
+              help="openmetrics: one text file for promtool tsdb create-blocks-from openmetrics; "
+                   "perfdata: clusterloader2's PerfData JSON files in a directory.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(),
+              help="The file (openmetrics) or directory (perfdata) to write.")
+@click.option("--start", "start_unix_s", type=float, default=0.0, show_default=True,
+              help="Wall-clock time of the run's start, in Unix seconds, for absolute timestamps.")
+def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> None:
+    """Export a `simapf run --out` directory for Prometheus (OpenMetrics) or perf-dash (CL2 PerfData)."""
+    from simapf.export import export
+
+    try:
+        files = export(run_dir, fmt, out, start_unix_s)
+    except SimapfError as err:
+        _fail(err)
+    click.echo(f"wrote {', '.join(str(f) for f in files)}")
+
+
 @main.command("sweep")
 @click.argument("sweep_path", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),

@@ -77,11 +77,11 @@ def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
 # apiserver sets no other): a larger range response fails with ResourceExhausted, which the
 # client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
 ETCD_MAX_RESPONSE_BYTES = 2**31 - 1
+ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
 
 # Compressed / plain size of a gzip response whose resource says nothing: a LIST of a 5000-node
 # cluster's Pods, 1572 MB of Protobuf, went out as 232 MB (kubernetes#138327's traces, 2026).
 DEFAULT_GZIP_RATIO = 0.15
-ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
 
 
 def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]:

@@ -75,6 +75,29 @@ def test_making_some_figures_keeps_the_others(tmp_path):
     assert [n for n, _v in check(tmp_path / "figs")] == ["memory", "policies"]
 
 
+def test_a_sweep_figure_draws_each_levels_mean_and_interval(tmp_path):
+    import yaml
+
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({
+        "base": "scenario.yaml", "set": {"run.duration_s": 2},
+        "factors": {"clients.lister.rate_per_s": [300, 900], "apf.estimator.list_params.seats": [1, 4]},
+        "replications": 2, "seed": 1}))  # fmt: skip
+    (tmp_path / "spec.yaml").write_text("""
+name: sweep
+figures:
+  - {name: rates, kind: sweep, sweep: sweep.yaml, x: clients.lister.rate_per_s, hue: apf.estimator.list_params.seats,
+     y: [peak_rss_bytes, seats_per_list_mean]}
+""")
+    make(tmp_path / "spec.yaml", tmp_path / "figs")
+    record = json.loads((tmp_path / "figs" / "rates.provenance.json").read_text())
+    assert record["replications"] == 2 and len(record["seeds"]) == 8  # 2 x 2 levels x 2 replications
+    assert check(tmp_path / "figs") == [("rates", "current")]
+    (tmp_path / "spec.yaml").write_text((tmp_path / "spec.yaml").read_text().replace("hue:", "x2:"))
+    with pytest.raises(ConfigError, match="x2"):
+        load_spec(tmp_path / "spec.yaml")
+
+
 def test_bad_specs_are_one_line_errors(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nfigures:\n  - {name: a, kind: piechart}\n")

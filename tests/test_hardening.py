@@ -47,3 +47,16 @@ def test_a_policy_module_that_fails_to_import_is_an_error_in_the_users_code(tmp_
     sc = _scenario(apf={"estimator": {"list_policy": "raising_policy:Policy"}})
     with pytest.raises(ConfigError, match=r"raising_policy.py:2: RuntimeError: no config"):
         simapf.load_scenario(sc)
+
+
+def test_kubernetes_notations_for_durations_and_cores():
+    sc = simapf.load_scenario(_scenario(
+        run={"duration_s": "1h30m", "scrape_interval_s": "500ms"}, apiserver={"cores": "8000m"},
+        clients=[{"name": "c", "kind": "closed_loop", "identity": {"user": "u"}, "think_time": {"mean_s": "2.5s"},
+                  "request": {"verb": "get", "resource": "configmaps"}}],
+        events=[{"at_s": "10m", "kind": "outage", "duration_s": "90s"}],
+    )).scenario  # fmt: skip
+    assert (sc.run.duration_s, sc.run.scrape_interval_s, sc.apiserver.cores) == (5400.0, 0.5, 8.0)
+    assert sc.clients[0].think_time.mean_s == 2.5 and (sc.events[0].at_s, sc.events[0].duration_s) == (600.0, 90.0)
+    with pytest.raises(ConfigError, match="run.duration_s"):
+        simapf.load_scenario(_scenario(run={"duration_s": "10 minutes"}))

@@ -360,7 +360,9 @@ How to read the tables:
 - **Type**: bytes accept a number or a Kubernetes quantity (`512Mi`, `2G`); bounds say what
   validation accepts; "mapping (fields below)" is a nested object whose fields follow.
 - **Default** is the value used when the field is absent, written as in YAML.
-- **Unit**: `s` seconds, `1/s` per second, `bytes`, `%` percent; "—" for values without one.
+- **Unit**: `s` seconds, `1/s` per second, `bytes`, `%` percent; "—" for values without one. A
+  field in seconds also takes a duration as Kubernetes and Go write it (`90s`, `10m`,
+  `1h30m`, `500ms`), and `apiserver.cores` millicores (`8000m`).
 
 The same paths work with `simapf run --set KEY=VALUE` (the value is read as YAML). There a list
 element is picked by its index or by its `name`: `--set resources.0.count=1000`,

@@ -85,6 +85,22 @@ class Comparison:
         return out
 
 
+def identical_policies(runs: pd.DataFrame, labels: list[str], metrics: list[str]) -> str:
+    """A warning when the policies behaved identically in every replication (every metric the
+    same run for run): the scenario does not tell them apart; "" otherwise."""
+    if len(labels) < 2 or runs.empty:
+        return ""
+    by = [runs[runs["policy"] == p].sort_values("replication")[metrics].reset_index(drop=True) for p in labels]
+    if any(not b.equals(by[0]) for b in by[1:]):
+        return ""
+    seats = "seats_per_list_max" if "seats_per_list_max" in runs.columns else None
+    top = runs[seats].max() if seats else None
+    why = (f" (no LIST needed more than {top:g} seat{'s' if top != 1 else ''}, where these policies agree)"
+           if seats and runs[seats].notna().any() else " (they may give every request of it the same seats)")
+    return (f"the policies {', '.join(labels)} behaved identically on this scenario, run for run: it does not "
+            f"tell them apart{why}; the differences below are all zero")
+
+
 def replication_seeds(seed: int, replications: int) -> list[int]:
     """Replication 0: the scenario's seed; r > 0: derived from it and r (same for every policy)."""
     return [seed if r == 0 else derive_seed(seed, {"purpose": "compare"}, r) for r in range(replications)]
@@ -156,11 +172,14 @@ def compare(
     ordered = [rows[t.key["run_id"]] for t in tasks]
     runs = pd.DataFrame(ordered)
     metrics = table_metrics(runs)
+    same = identical_policies(runs, labels, metrics)
+    if same:
+        log.warning("%s", same)
     return Comparison(
         policies=labels, runs=runs, table=summarise(runs, labels, metrics),
         differences=paired_differences(runs, labels, metrics, confidence), confidence=confidence,
         scenario_name=sc.name, source=source, seeds=seeds,
         memory_limit_bytes=sc.apiserver.memory_limit_bytes,
-        info={"backend": chosen.describe(),
+        info={"backend": chosen.describe(), "identical": same,
               "provenance": provenance(sc.model_dump(mode="json"), server_params(loaded), seeds, replications)},
     )  # fmt: skip

@@ -29,6 +29,8 @@ def format_comparison(c: "Comparison") -> str:
     add(f"simapf compare: {c.scenario_name} ({c.source}), {n} replication{'s' if n > 1 else ''} per policy, "
         f"common random numbers (seeds {', '.join(str(s) for s in c.seeds[:3])}{', ...' if n > 3 else ''})")  # fmt: skip
     add("  mean ± sd over replications; peak RSS also [min, max]")
+    if c.info.get("identical"):
+        add(f"  warning: {c.info['identical']}")
     add("")
     by = {(r["metric"], r["policy"]): r for r in c.table.to_dict("records")}
     cells = {}

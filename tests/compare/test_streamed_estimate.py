@@ -28,3 +28,14 @@ def test_streamed_cache_cap_charges_whole_responses_by_size():
     # Encoded whole: upstream still caps it; the policy charges its size (3 MB / 100 KB).
     assert whole["upstream"] == 10
     assert whole["streamed-cache-cap"] == 30
+
+
+def test_compare_warns_when_the_policies_cannot_be_told_apart():
+    # 100 KB LISTs: one seat under either policy, so the runs are the same run for run.
+    same = simapf.compare("scenarios/list-experiment.yaml", ["upstream", "size-based"], replications=1,
+                          overrides={"run.duration_s": 2}, workers=1)  # fmt: skip
+    assert "behaved identically" in same.info["identical"] and "1 seat," in same.info["identical"]
+    assert "warning: the policies upstream, size-based behaved identically" in same.text()
+    differ = simapf.compare("scenarios/list-experiment.yaml", ["upstream", "constant:seats=4"], replications=1,
+                            overrides={"run.duration_s": 2}, workers=1)  # fmt: skip
+    assert differ.info["identical"] == "" and "warning" not in differ.text()

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import (
     ClosedLoopClient,
     DiscoveryClient,
@@ -242,10 +243,14 @@ class OpenLoopInstance(_TemplateSender):
 
 
 class ClosedLoopInstance(_TemplateSender):
-    """A virtual user: send, wait for the whole response, think, repeat."""
+    """A virtual user: send, wait for the whole response, think, repeat. After an iteration that
+    failed (connection refused, a 429 its retries did not get past, a response lost), it waits
+    at least client-go's backoff (0.8 s doubling to 30 s, jittered, as the reflector's), as a
+    client-go program does: it never resends at the instant of a refusal."""
 
     def start(self) -> None:
         self.think = stream(self.ctx.seed, self.group.spec.name, self.index, "think")
+        self.backoff = Backoff(BackoffSpec(), stream(self.ctx.seed, self.group.spec.name, self.index, "backoff"))
         self._next()
 
     def _next(self, _=None) -> None:
@@ -258,7 +263,7 @@ class ClosedLoopInstance(_TemplateSender):
             group.iterations_left -= 1
         self.send_template(group.spec.request, self._done)
 
-    def _done(self, _ok: bool) -> None:
+    def _done(self, ok: bool) -> None:
         if not self.active:
             return
         tt = self.group.spec.think_time
@@ -269,6 +274,8 @@ class ClosedLoopInstance(_TemplateSender):
             pause = self.think.random() * 2 * mean_ns
         else:
             pause = self.think.exponential(mean_ns) if mean_ns > 0 else 0
+        if not ok:
+            pause = max(pause, self.backoff.next_ns(self.ctx.timers.now()))
         self.ctx.timers.after(int(pause), self._next)
 
 

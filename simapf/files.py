@@ -32,6 +32,10 @@ MAX_YAML_VALUES = 1_000_000
 MAX_YAML_DEPTH = 64
 
 
+def _too_deep(where: str) -> ConfigError:
+    return ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; no simapf input needs that")
+
+
 def check_yaml_size(data: Any, where: str) -> None:
     """Refuse a document larger than MAX_YAML_VALUES values with its aliases expanded, or nested
     deeper than MAX_YAML_DEPTH; counted without expanding anything, and stopped at the limit."""
@@ -44,7 +48,7 @@ def check_yaml_size(data: Any, where: str) -> None:
             raise ConfigError(f"{where}: more than {MAX_YAML_VALUES:,} values once its aliases are expanded "
                               "(nested YAML aliases?); simapf reads no input that large")  # fmt: skip
         if depth > MAX_YAML_DEPTH:
-            raise ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; no simapf input needs that")
+            raise _too_deep(where)
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
@@ -63,7 +67,7 @@ def read_yaml(path: Path) -> Any:
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(" ".join(f"{path}: invalid YAML{where}: {problem}".split())) from None
     except RecursionError:
-        raise ConfigError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep; no simapf input needs that") from None
+        raise _too_deep(str(path)) from None
     check_yaml_size(data, str(path))
     return data
 

@@ -395,7 +395,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
          log=lambda m: None) -> list[Path]:  # fmt: skip
     """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files."""
     from simapf.files import output_directory
-    from simapf.provenance import provenance
+    from simapf.provenance import build_record
 
     spec, base = load_spec(spec_path)
     wanted = [f for f in spec.figures if not only or f.name in only]
@@ -421,7 +421,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             # The spec is recorded relative to the figures' directory, so a checkout elsewhere
             # (or a clone of the repository) can still check them.
             spec_rel = os.path.relpath(Path(spec_path).resolve(), out.resolve())
-            record = {**provenance({}, {}, seeds, reps), **inputs(f, base),  # the hashes of what it rests on
+            record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
     return written

@@ -52,20 +52,19 @@ def git_state() -> tuple[str | None, bool]:
     return head.stdout.strip(), bool(status.stdout.strip())
 
 
+def build_record(seeds: Iterable[int], replications: int = 1) -> dict[str, Any]:
+    """The part of a provenance record that is not hashed inputs: the build, seeds, replications."""
+    commit, dirty = git_state()
+    return {"simapf_version": __version__, "git_commit": commit, "git_dirty": dirty,
+            "seeds": [int(s) for s in seeds], "replications": int(replications)}  # fmt: skip
+
+
 def provenance(scenario: dict[str, Any], params: Any, seeds: Iterable[int], replications: int = 1) -> dict[str, Any]:
     """The provenance record of results made from `scenario` (resolved, as a dict) with the
     resource-model parameters `params` (a ServerParams or its dict) and `seeds`."""
-    commit, dirty = git_state()
     dumped = params.model_dump(mode="json") if hasattr(params, "model_dump") else params
-    return {
-        "simapf_version": __version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "scenario_sha256": canonical_sha256(scenario),
-        "calibration_sha256": canonical_sha256(dumped),
-        "seeds": [int(s) for s in seeds],
-        "replications": int(replications),
-    }
+    return {**build_record(seeds, replications), "scenario_sha256": canonical_sha256(scenario),
+            "calibration_sha256": canonical_sha256(dumped)}  # fmt: skip
 
 
 def figure_metadata(record: dict[str, Any], fmt: str) -> dict[str, Any]:

@@ -30,9 +30,27 @@ force_option = click.option(
 )  # fmt: skip
 
 
+_DEBUG = False  # --debug: show the traceback of an error raised in the user's own code
+
+
 def _fail(err: Exception) -> None:
     click.echo(f"simapf: error: {err}", err=True)
+    cause = _users_exception(err)
+    if _DEBUG and cause is not None:
+        import traceback
+
+        click.echo("".join(traceback.format_exception(cause)).rstrip(), err=True)
     sys.exit(2)
+
+
+def _users_exception(err: BaseException) -> BaseException | None:
+    """The exception behind `err` that was raised outside simapf (the user's policy module), if any."""
+    seen = err.__cause__
+    while seen is not None:
+        if not isinstance(seen, SimapfError):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
 def _exit_on_signal(signum: int, _frame) -> None:
@@ -53,9 +71,14 @@ def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="simapf")
-def main() -> None:
+@click.option("--debug", is_flag=True,
+              help="After an error raised in your own code (a policy module), show its traceback.")
+def main(debug: bool) -> None:
     """simapf: simulate kube-apiserver memory and CPU under API Priority and Fairness."""
     import logging
+
+    global _DEBUG
+    _DEBUG = debug
 
     # Warnings about the user's input (e.g. a FlowSchema naming a missing priority level) are
     # logged by the library; the command line shows them in its own voice.
@@ -292,10 +315,12 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> Non
 @click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
               help="Override the sweep file's backend.kind.")
 @force_option
+@click.option("--allow-user-code", is_flag=True,
+              help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar with ETA on stderr (never when stderr is not a terminal).")
 def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
-                  backend: str | None, force: bool, progress: bool) -> None:  # fmt: skip
+                  backend: str | None, force: bool, allow_user_code: bool, progress: bool) -> None:  # fmt: skip
     """Run a sweep: a base scenario times the cartesian product of factors, replicated.
 
     Each finished run is written at once as one file of a Parquet dataset in the result
@@ -313,7 +338,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
             out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"sweep-{loaded.name}"
         try:
             df = sweep(loaded, Path(out_dir), workers=workers, backend=backend, dask=dask_address,
-                       progress=progress and sys.stderr.isatty(), force=force)  # fmt: skip
+                       progress=progress and sys.stderr.isatty(), force=force,
+                       allow_user_code=allow_user_code)  # fmt: skip
         except OSError as err:
             raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:

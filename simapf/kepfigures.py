@@ -402,6 +402,14 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     missing = sorted(set(only or []) - {f.name for f in spec.figures})
     if missing:
         raise ConfigError(f"{spec_path}: no figure named {missing[0]!r}")
+    # Every figure's inputs are read before any is drawn: a bad one fails at once, not after
+    # the figures before it have run their simulations.
+    for i, f in enumerate(spec.figures):
+        if f in wanted:
+            try:
+                inputs(f, base)
+            except ConfigError as err:
+                raise ConfigError(f"{spec_path}: figures[{i}] ({f.name}): {err}") from None
     out = Path(out_dir)
     written: list[Path] = []
     # Making some of the figures updates them and keeps the others.

@@ -21,7 +21,10 @@ from simapf.apf.controller import MAX_WAIT_LIMIT_NS, FeatureGates
 from simapf.apf.types import NS_PER_S
 from simapf.cycles import fewer_full_collections
 from simapf.observe import Recorder
-from simapf.scenario.load import LoadedScenario, apf_objects, load_scenario, server_params, work_estimator
+from simapf.errors import ConfigError
+from simapf.scenario.load import (
+    LoadedScenario, apf_objects, load_scenario, server_params, user_policies, work_estimator,
+)
 from simapf.scenario.schema import Scenario
 from simapf.server.process import ProcessState
 from simapf.server.runtime import SimulatedAPIServer
@@ -39,6 +42,13 @@ class Simulation:
         self.loaded = loaded
         sc = self.scenario = loaded.scenario
         seed = sc.run.seed
+        # The user's policy modules are imported here, when a run starts (never while a scenario
+        # is only validated): every one of them, so a broken one fails before any time is simulated.
+        for spec, where in user_policies(sc):
+            try:
+                work_estimator(spec, where)
+            except ConfigError as err:
+                raise ConfigError(f"{loaded.source}: {err}") from err
         self.env = env = simpy.Environment()
         gates = sc.kubernetes.feature_gates
         self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))

@@ -43,10 +43,32 @@ def test_a_policy_module_that_fails_to_import_is_an_error_in_the_users_code(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     sc = _scenario(apf={"estimator": {"list_policy": "broken_policy:Policy"}})
     with pytest.raises(ConfigError, match=r"broken_policy.py:1: SyntaxError"):
-        simapf.load_scenario(sc)
+        simapf.run(sc)
     sc = _scenario(apf={"estimator": {"list_policy": "raising_policy:Policy"}})
     with pytest.raises(ConfigError, match=r"raising_policy.py:2: RuntimeError: no config"):
-        simapf.load_scenario(sc)
+        simapf.run(sc)
+
+
+def test_validating_a_scenario_runs_none_of_the_users_code(tmp_path, monkeypatch):
+    # A scenario file that names a policy module is trusted input: its code runs when a run
+    # starts, never while the scenario is only read and checked. Before, loading imported it.
+    marker = tmp_path / "imported"
+    (tmp_path / "noisy_policy.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n"
+        "class Policy:\n    def estimate(self, attrs, ctx, from_cache):\n        return 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sc = _scenario(apf={"estimator": {"list_policy": "noisy_policy:Policy"}},
+                   events=[{"at_s": 5, "kind": "policy", "estimator": {"list_policy": "noisy_policy:Policy"}}])
+    simapf.load_scenario(sc)
+    assert not marker.exists()
+    with pytest.raises(ConfigError, match=r"apf.estimator.list_policy: 'noisy_policy:': expected"):
+        simapf.load_scenario(_scenario(apf={"estimator": {"list_policy": "noisy_policy:"}}))
+    # An event's policy is imported when the run starts, not when the event fires.
+    sc["events"][0]["estimator"]["list_policy"] = "noisy_policy:NoSuchClass"
+    with pytest.raises(ConfigError, match=r"events\[0\].estimator.*NoSuchClass"):
+        simapf.run(sc)
+    assert marker.exists()
 
 
 def test_kubernetes_notations_for_durations_and_cores():
@@ -60,3 +82,55 @@ def test_kubernetes_notations_for_durations_and_cores():
     assert sc.clients[0].think_time.mean_s == 2.5 and (sc.events[0].at_s, sc.events[0].duration_s) == (600.0, 90.0)
     with pytest.raises(ConfigError, match="run.duration_s"):
         simapf.load_scenario(_scenario(run={"duration_s": "10 minutes"}))
+
+
+def test_a_sweep_sends_the_users_code_to_dask_workers_only_when_allowed(tmp_path, monkeypatch):
+    from simapf.sweeps import sweep
+
+    (tmp_path / "mine_policy.py").write_text(
+        "class Policy:\n    def estimate(self, attrs, ctx, from_cache):\n        return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = {"name": "s", "base": _scenario(apf={"estimator": {"list_policy": "mine_policy:Policy"}}),
+            "factors": {"run.duration_s": [10, 20]}}
+    with pytest.raises(ConfigError, match=r"apf.estimator.list_policy: 'mine_policy:Policy' is your own Python code.*"
+                                          r"--allow-user-code"):
+        sweep(spec, tmp_path / "out", backend="dask", workers=1)
+    assert not (tmp_path / "out").exists()
+    # In this process the same sweep runs the user's code, as the user's own command asked.
+    assert len(sweep(spec, backend="serial")) == 2
+
+
+def test_the_users_traceback_only_behind_debug(tmp_path, monkeypatch):
+    import yaml
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    (tmp_path / "raising_policy.py").write_text("def helper():\n    raise KeyError('seats')\n\nhelper()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_scenario(apf={"estimator": {"list_policy": "raising_policy:Policy"}})))
+    plain = CliRunner().invoke(main, ["run", str(path), "--no-progress"])
+    assert plain.exit_code == 2
+    assert plain.stderr.count("\n") == 1 and "raising_policy.py:2: KeyError: 'seats'" in plain.stderr
+    debug = CliRunner().invoke(main, ["--debug", "run", str(path), "--no-progress"])
+    assert debug.exit_code == 2
+    first, rest = debug.stderr.split("\n", 1)
+    assert first == plain.stderr.rstrip("\n")
+    assert rest.startswith("Traceback") and 'raising_policy.py", line 2, in helper' in rest
+    assert "simapf/" not in rest.split("raising_policy.py", 1)[1]  # it ends in the user's code
+
+
+def test_a_reject_level_written_with_hand_size_0_replays(tmp_path):
+    # The replay format writes a Reject level (queues 0) with handSize 0 and queueLengthLimit
+    # 0; both were refused ("handSize: must be >= 1") before.
+    from simapf.apf.replay import run_replay
+
+    (tmp_path / "level.json").write_text(
+        '{"name": "r", "concurrencyLimit": 1, "queues": 0, "handSize": 0, "queueLengthLimit": 0}')
+    (tmp_path / "trace.csv").write_text(
+        "id,arrival_s,flow,initial_seats,final_seats,additional_latency_s,service_s\n"
+        "a,0.0,fs/u,1,1,0,1.0\nb,0.5,fs/u,1,1,0,1.0\nc,1.5,fs/u,1,1,0,1.0\n")
+    counts = run_replay(tmp_path / "level.json", tmp_path / "trace.csv", tmp_path / "out.csv")
+    assert counts == {"requests": 3, "dispatched": 2, "rejected": 1}  # b finds the one seat taken
+    assert "false,concurrency-limit" in (tmp_path / "out.csv").read_text().splitlines()[2]

@@ -75,7 +75,7 @@ def load_level(path: str | Path) -> LevelSpec:
         doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ReplayInputError(f"{where}: no such file") from None
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReplayInputError(f"{where}: not readable JSON: {err}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{where}: must be a JSON object")
@@ -89,8 +89,12 @@ def load_level(path: str | Path) -> LevelSpec:
         raise ReplayInputError(f"{where}: name: must be a string")
     cl = _require_int(doc, "concurrencyLimit", where, 0)
     queues = _require_int(doc, "queues", where, 0)
-    hand = _require_int(doc, "handSize", where, 1, default=1 if queues == 0 else None)
-    qll = _require_int(doc, "queueLengthLimit", where, 1, default=50 if queues == 0 else None)
+    # A Reject level (queues 0) has no queues to deal: the replay format writes it with
+    # handSize 0 and queueLengthLimit 0, which are ignored.
+    hand = _require_int(doc, "handSize", where, 0 if queues == 0 else 1, default=1 if queues == 0 else None)
+    qll = _require_int(doc, "queueLengthLimit", where, 0 if queues == 0 else 1, default=50 if queues == 0 else None)
+    if queues == 0:
+        hand, qll = 1, 1
     if queues and hand > queues:
         raise ReplayInputError(f"{where}: handSize: must be <= queues ({queues}), got {hand}")
     if queues:
@@ -138,7 +142,8 @@ def _seconds_column(texts: tuple[str, ...], column: str, where: str) -> list[int
         values = list(map(float, texts))
     except ValueError:
         values = None
-    if values is not None and values and min(values) >= 0.0 and max(values) < 1e6:
+    # NaN fails both comparisons, so a column with one takes the checked path below.
+    if values is not None and values and min(values) >= 0.0 and max(values) < 1e6 and all(v == v for v in values):
         out = [round(v * NS_PER_S) for v in values]
         for i, text in enumerate(texts):  # more than 9 decimals, or an exponent
             dot = text.find(".")
@@ -188,14 +193,19 @@ def load_trace(path: str | Path, use_hash: bool = True) -> Trace:
         raise ReplayInputError(f"{where}: {err}") from None
     with handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise ReplayInputError(f"{where}: empty file, a header row is required")
-        header = [h.strip() for h in header]
-        missing = [c for c in TRACE_COLUMNS if c not in header]
-        if missing:
-            raise ReplayInputError(f"{where}: missing column {missing[0]!r}")
-        rows = [row for row in reader if row]
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise ReplayInputError(f"{where}: empty file, a header row is required")
+            header = [h.strip() for h in header]
+            missing = [c for c in TRACE_COLUMNS if c not in header]
+            if missing:
+                raise ReplayInputError(f"{where}: missing column {missing[0]!r}")
+            rows = [row for row in reader if row]
+        except csv.Error as err:
+            raise ReplayInputError(f"{where}: line {reader.line_num}: not readable CSV: {err}") from None
+        except UnicodeDecodeError as err:
+            raise ReplayInputError(f"{where}: not UTF-8 text: {err}") from None
     width = len(header)
     for line, row in enumerate(rows, start=2):
         if len(row) != width:
@@ -286,7 +296,10 @@ def replay(level: LevelSpec, trace: Trace, observer: Listener | None = None) -> 
 def write_output(path: str | Path, trace: Trace) -> None:
     """Write OUT.csv atomically: a temporary file in the same folder, then a rename."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as err:
+        raise ReplayInputError(f"{path}: cannot write: {err.strerror or err}") from None
     try:
         with os.fdopen(fd, "w", newline="") as out:
             out.write(",".join(OUTPUT_COLUMNS) + "\n")

@@ -22,7 +22,7 @@ from simapf.files import read_text
 SEATS = (1, 10, 100)
 SOURCES = ("etcd", "cache")
 LOADS = ("max", "overload")
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "calibration" / "list-memory-experiments.csv"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "calibration" / "list-memory-experiments.csv"
 _COLUMNS = ("source", "response_bytes", "object_count", "qps", "load", "cpu_percent") + tuple(
     f"mem_mb_seats_{s}" for s in SEATS
 )
@@ -88,6 +88,11 @@ def load_rows(path: str | Path | None = None) -> list[Row]:
     rows = []
     for i, rec in enumerate(reader):
         where = f"{path}: row {i + 2}"
+        width = len(reader.fieldnames or [])
+        if None in rec or any(v is None for v in rec.values()):
+            # DictReader fills a short row with None and files a long row's extras under None.
+            got = width - sum(v is None for v in rec.values()) + len(rec.get(None) or [])
+            raise ConfigError(f"{where}: {got} fields, the header has {width}")
         source = rec["source"].strip()
         if source not in SOURCES:
             raise ConfigError(f"{where}: source must be etcd or cache, got {source!r}")

@@ -26,7 +26,7 @@ from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
 from simapf.server.params import ServerParams
 
-SHIPPED = Path(__file__).resolve().parents[2] / "calibration" / "params.yaml"
+SHIPPED = Path(__file__).resolve().parents[1] / "calibration" / "params.yaml"
 
 
 def file_digest(path: str | Path) -> str:

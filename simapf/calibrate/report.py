@@ -39,7 +39,7 @@ from simapf.sweeps.backends import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "validation.md"
-NOTES = ROOT / "calibration" / "validation-notes.md"
+NOTES = Path(__file__).resolve().parents[1] / "calibration" / "validation-notes.md"
 TARGETS = {"memory_median": 0.15, "memory_max": 0.40, "cpu_median": 0.15, "logo_memory_median": 0.25}
 
 
@@ -418,6 +418,10 @@ def generate(
     `backend`: where the cells run (default: `n_jobs` joblib workers)."""
     from tqdm.auto import tqdm
 
+    if not Path(out).parent.is_dir():
+        # From an installed package there is no docs/ folder to regenerate.
+        raise ConfigError(f"{out}: folder {str(Path(out).parent)!r} does not exist; the report regenerates "
+                          "docs/validation.md of a simapf checkout: run it from one")
     params_path = Path(params_path) if params_path is not None else SHIPPED
     params, setup, record = load_params(params_path)
     rows = load_rows(data_path if data_path is not None else DEFAULT_DATA)

@@ -31,7 +31,7 @@ import yaml
 
 from simapf.errors import ConfigError
 
-VALIDATION_DIR = Path(__file__).resolve().parents[2] / "calibration" / "validation"
+VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
 TABLE = VALIDATION_DIR / "table.yaml"
 SOURCES = VALIDATION_DIR / "sources.yaml"
 

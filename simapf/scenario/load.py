@@ -203,11 +203,11 @@ def resolve(loaded: LoadedScenario) -> None:
     objects = apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf")
     build_effective_config(objects)
     server_params(loaded)
-    work_estimator(sc.apf.estimator, "apf.estimator")
+    check_estimator(sc.apf.estimator, "apf.estimator")
     for i, event in enumerate(sc.events):
         kind = event.kind
         if kind == "policy":
-            work_estimator(event.estimator, f"events[{i}].estimator")
+            check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
             apf_objects(event.config, event.priority_levels, loaded.base_dir, f"events[{i}]")
 
@@ -366,7 +366,7 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
             and isinstance(cores, (int, float)) and not isinstance(cores, bool) and cores < default_usable:
         data = _merge(data, {"cpu": {"usable_cores": float(cores)}})
     try:
-        return ServerParams.model_validate(data)
+        params = ServerParams.model_validate(data)
     except ValidationError as exc:
         problem, more = first_problem(exc, ServerParams)
         keys = problem.path.split(".") if problem.path else []
@@ -378,6 +378,24 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
         if more:
             text += f" (and {more} more problem{'s' if more > 1 else ''})"
         raise ConfigError(text) from None
+    _check_room_to_start(params, api)
+    return params
+
+
+def _check_room_to_start(params: ServerParams, api: Any) -> None:
+    """A container smaller than the idle process kills every incarnation the moment it starts:
+    with a restart time of 0, a crash loop that never lets simulated time move."""
+    p = params.process
+    limit = p.memory_limit_bytes
+    idle = p.live_heap_bytes * (1.0 + p.heap_metadata_fraction) + p.nonheap_bytes
+    if limit is not None and limit <= idle:
+        field = "apiserver.memory_limit_bytes" if "memory_limit_bytes" in api.model_fields_set \
+            else "apiserver.params.process.memory_limit_bytes"
+        raise ConfigError(
+            f"{field}: {limit / 2**20:.4g} MiB is not more than the idle apiserver's memory "
+            f"({idle / 2**20:.4g} MiB: process.live_heap_bytes with its metadata, and process.nonheap_bytes); "
+            "the process could never start"
+        )
 
 
 def _same_value(key: str, written: Any, value: Any) -> bool:
@@ -407,12 +425,31 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def check_estimator(spec: Estimator, where: str) -> None:
+    """Check an estimator without running anyone's code: a built-in policy is built (and its
+    parameters checked); a user's 'package.module:Class' is only checked for its shape, since
+    importing it runs the user's code, which happens when a run starts (`user_policies`)."""
+    if ":" not in spec.list_policy:
+        work_estimator(spec, where)
+        return
+    module, _, attr = spec.list_policy.partition(":")
+    if not module or not attr:
+        raise ConfigError(f"{where}.list_policy: {spec.list_policy!r}: expected 'package.module:ClassName'")
+
+
+def user_policies(sc: Scenario) -> list[tuple[Estimator, str]]:
+    """The estimators of a scenario that name the user's own code, with their field paths."""
+    found = [(sc.apf.estimator, "apf.estimator")]
+    found += [(e.estimator, f"events[{i}].estimator") for i, e in enumerate(sc.events) if e.kind == "policy"]
+    return [(spec, where) for spec, where in found if ":" in spec.list_policy]
+
+
 def work_estimator(spec: Estimator, where: str) -> WorkEstimator:
     # The policy's name first, so a typo in it is not reported against its parameters.
     try:
         resolve_list_policy_class(spec.list_policy)
     except ConfigError as exc:
-        raise ConfigError(f"{where}.list_policy: {exc}") from None
+        raise ConfigError(f"{where}.list_policy: {exc}") from exc  # the chain keeps the user's traceback
     try:
         return WorkEstimator(
             spec.list_policy, list_params=spec.list_params,

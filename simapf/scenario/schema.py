@@ -231,7 +231,10 @@ class Estimator(_Model):
         "upstream",
         description=(
             "How LIST (and WatchList initialisation) seats are computed: upstream, size-based, count-based, "
-            "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own."
+            "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own. "
+            "Your own class is Python code that runs with your rights: a scenario file that names one is "
+            "trusted input, like a conftest.py. The module is imported when a run starts, never while a scenario is "
+            "only read or checked, and never on a Dask worker unless the sweep allows it (--allow-user-code)."
         ),
     )
     list_params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the LIST policy, e.g. {seats: 10} for constant.")

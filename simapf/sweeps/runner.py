@@ -34,6 +34,7 @@ def sweep(
     progress: bool = False,
     base_dir: str | Path | None = None,
     force: bool = False,
+    allow_user_code: bool = False,
 ):
     """Run a sweep and return its summary DataFrame (one row per run: run_id, replication,
     seed, the factor values, then the metrics; see docs/compare-and-sweep.md).
@@ -43,9 +44,13 @@ def sweep(
     `force` (runs are added beside what is there). `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a scheduler
     address; implies the dask backend) override the sweep file's `backend`. Results are the same
     whichever backend and however many workers run them; only `wall_s` differs.
+    A scenario that names the user's own policy module runs that code wherever it runs; on
+    Dask workers (other machines, other people's) only with `allow_user_code`.
     """
     loaded = spec if isinstance(spec, LoadedSweep) else load_sweep_spec(spec, base_dir)
     chosen = choose_backend(loaded.spec, backend, workers, dask)
+    if chosen.kind == "dask" and not allow_user_code:
+        _refuse_user_code_on_workers(loaded)
     out_dir = Path(out) if out is not None else (loaded.base_dir / loaded.spec.out if loaded.spec.out else None)
     bundles = [bundle(c.loaded) for c in loaded.combinations]  # shared by a combination's replications
     reps = loaded.spec.replications
@@ -70,6 +75,17 @@ def sweep(
         "out": str(out_dir) if out_dir is not None else None,
     }  # fmt: skip
     return df
+
+
+def _refuse_user_code_on_workers(loaded: LoadedSweep) -> None:
+    from simapf.scenario.load import user_policies
+
+    for combination in loaded.combinations:
+        for spec, where in user_policies(combination.loaded.scenario):
+            raise ConfigError(
+                f"{loaded.source}: {where}.list_policy: {spec.list_policy!r} is your own Python code; a sweep runs it on "
+                "the Dask workers only when you allow it (--allow-user-code; the module must be importable there)"
+            )
 
 
 def choose_backend(spec: SweepSpec, kind: str | None, workers: int | None, address: str | None) -> Backend:

@@ -12,6 +12,7 @@ raise `EstimatorConfigError` with a message that names what was asked for.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from typing import Any
 
@@ -73,14 +74,21 @@ def _check_policy_class(obj: Any, what: str) -> type:
     return obj
 
 
-def _where_in_user_code(e: BaseException) -> str:
-    """`file:line: ` of the innermost frame of the user's module (or of a SyntaxError)."""
+def _where_in_user_code(e: BaseException, module_name: str) -> str:
+    """`file:line: ` of the innermost frame in the user's module (or of a SyntaxError): where
+    their code went wrong, even when the exception itself was raised inside the library it called."""
     if isinstance(e, SyntaxError) and e.filename:
         return f"{e.filename}:{e.lineno}: "
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec = None
+    origin = spec.origin if spec is not None else None
     tb = e.__traceback__
     last = None
     while tb is not None:
-        if "importlib" not in tb.tb_frame.f_code.co_filename and "simapf" not in tb.tb_frame.f_code.co_filename:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename == origin or (origin is None and "importlib" not in filename and "simapf" not in filename):
             last = tb
         tb = tb.tb_next
     return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}: " if last is not None else ""
@@ -96,7 +104,7 @@ def _import_class(path: str) -> type:
         raise EstimatorConfigError(f"LIST policy {path!r}: cannot import module {module_name!r}: {e}") from e
     except Exception as e:  # the user's module is broken: say where, as an error in their code
         raise EstimatorConfigError(f"LIST policy {path!r}: importing module {module_name!r} failed: "
-                                   f"{_where_in_user_code(e)}{type(e).__name__}: {e}") from e
+                                   f"{_where_in_user_code(e, module_name)}{type(e).__name__}: {e}") from e
     obj: Any = module
     for part in attr_path.split("."):
         try:

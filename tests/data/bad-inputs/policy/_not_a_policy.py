@@ -1,0 +1,3 @@
+class Policy:
+    def seats(self):
+        return 1

@@ -507,6 +507,14 @@ INDEXER_S_PER_OBJECT = 1.3e-6
 # for a kubectl making one request (kubernetes/kubernetes#110753): ~1.6 ms per response, of which
 # ~0.27 ms decodes a 6 KB document at the JSON rate; the rest is HTTP and the two cache files.
 DISCOVERY_RESPONSE_S = 1.35e-3
+# Before 1.25, client-go's disk cache of discovery responses (httpcache's diskcache on diskv) wrote
+# each response under one lock and called File.Sync on it; 1.25 replaced the sync with checksums
+# (kubernetes/kubernetes#110851). Go's File.Sync on macOS is fcntl(F_FULLFSYNC) (Go 1.12 release
+# notes), which Apple Silicon Macs serve at ~46 a second (golang/go#28739, 21.7 ms) and in 18 and
+# 19 ms (go-ethereum#28754, cockroachdb/pebble#1851, M1 Pro): 19 ms, on the Apple M1 the other
+# kubectl priors assume. A Linux laptop's fsync is ~1 ms (etcd WAL fsyncs, docs/workloads.md).
+DISCOVERY_CACHE_FSYNC_S = 0.019
+CHECKSUMMED_DISCOVERY_CACHE = (1, 25)
 CLIENT_CORES = 8  # the Apple M1 of those measurements; a laptop's cores bound GOMAXPROCS
 
 # Per kind: (per_response_s, per_object_s, workers); per_byte_s follows the response encoding.
@@ -771,6 +779,16 @@ class DiscoveryClient(_Client):
         6000.0,
         description="Size of one group-version's discovery document (bytes or a quantity).",
     )
+    cache_fsync_s: float | None = Field(
+        None, ge=0,
+        description=(
+            "Seconds each successful response holds kubectl's disk cache while it is written and synced; responses "
+            "are written one at a time (diskv's lock), then processed. null = by kubernetes.version: before 1.25 "
+            "0.019 (httpcache's diskcache syncs every file, and Go's File.Sync on macOS is F_FULLFSYNC: 18-22 ms on "
+            "Apple Silicon, golang/go#28739, go-ethereum#28754, cockroachdb/pebble#1851; ~0.001 on a Linux laptop); "
+            "from 1.25 0 (checksums instead of syncs, kubernetes/kubernetes#110851)."
+        ),
+    )
 
 
 Client = Annotated[
@@ -942,6 +960,9 @@ class Scenario(_Model):
                 raise ValueError(f"events[{i}].at_s: {e.at_s:g} s is after the run ends (run.duration_s: {self.run.duration_s:g})")
             if isinstance(e, RampEvent) and e.client not in names:
                 raise ValueError(f"events[{i}].client: no client named {e.client!r}")
+        for c in self.clients:
+            if isinstance(c, DiscoveryClient) and c.cache_fsync_s is None:
+                c.cache_fsync_s = DISCOVERY_CACHE_FSYNC_S if self.kubectl_syncs_its_cache() else 0.0
         expected = self.expected_requests()
         if expected > self.run.max_requests:
             raise ValueError(
@@ -949,6 +970,11 @@ class Scenario(_Model):
                 f"run.max_requests ({self.run.max_requests:,}); shorten the run, lower the rates, or raise run.max_requests"
             )
         return self
+
+    def kubectl_syncs_its_cache(self) -> bool:
+        """Whether kubectl of this scenario's version syncs every discovery cache file (before 1.25)."""
+        match = re.match(r"v?(\d+)\.(\d+)", self.kubernetes.version.strip())
+        return match is not None and (int(match[1]), int(match[2])) < CHECKSUMMED_DISCOVERY_CACHE
 
     def expected_requests(self) -> float:
         """Requests the rate-driven clients would send over the run: open-loop clients' and writers'

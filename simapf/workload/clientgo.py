@@ -152,36 +152,48 @@ class ResponseProcessor:
     """What one client instance does with its responses before acting on them (ClientProcessing):
     each response waits for the first of `workers` to be free, in order of arrival, and holds it
     for per_response + per_object x objects + per_byte x bytes (objects and bytes only of a
-    successful response). Worker free times are a heap: no process per response."""
+    successful response). Worker free times are a heap: no process per response.
 
-    __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at")
+    Before that, a successful response may first be written to a disk cache one at a time
+    (`serial_s` each: kubectl's discovery cache, written and synced under one lock). The wait
+    for that lock holds no worker: a goroutine blocked on a mutex or a sync takes no core."""
 
-    def __init__(self, spec: ClientProcessing) -> None:
-        self.per_response_ns = spec.per_response_s * NS_PER_S
-        self.per_object_ns = spec.per_object_s * NS_PER_S
-        self.per_byte_ns = spec.per_byte_s * NS_PER_S
-        self.free_at = [0] * spec.workers  # a heap: when each worker is next free (ns)
+    __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at", "serial_ns", "serial_free_at")
+
+    def __init__(self, spec: ClientProcessing | None, serial_s: float = 0.0) -> None:
+        self.per_response_ns = spec.per_response_s * NS_PER_S if spec is not None else 0.0
+        self.per_object_ns = spec.per_object_s * NS_PER_S if spec is not None else 0.0
+        self.per_byte_ns = spec.per_byte_s * NS_PER_S if spec is not None else 0.0
+        self.free_at = [0] * (spec.workers if spec is not None else 1)  # a heap: when each worker is next free (ns)
+        self.serial_ns = int(round(serial_s * NS_PER_S))
+        self.serial_free_at = 0
 
     def take(self, rec: ServerRequest, now_ns: int) -> tuple[int, int]:
         """A response arrives now: (ns until it has been processed, ns of work it takes).
-        (0, 0) when it takes no work: it is handled at once, whatever is queued."""
+        (0, 0) when it takes no time: it is handled at once, whatever is queued."""
+        ready = now_ns
         work = self.per_response_ns
-        if rec.outcome == OK and rec.cost is not None:
-            shape = rec.cost.shape
-            work += self.per_object_ns * shape.objects_returned + self.per_byte_ns * shape.response_bytes
+        if rec.outcome == OK:
+            if self.serial_ns:
+                ready = max(now_ns, self.serial_free_at) + self.serial_ns
+                self.serial_free_at = ready
+            if rec.cost is not None:
+                shape = rec.cost.shape
+                work += self.per_object_ns * shape.objects_returned + self.per_byte_ns * shape.response_bytes
         work = int(work)
         if work <= 0:
-            return 0, 0
-        end = max(now_ns, self.free_at[0]) + work
+            return ready - now_ns, 0
+        end = max(ready, self.free_at[0]) + work
         heapq.heapreplace(self.free_at, end)
         return end - now_ns, work
 
 
-def response_processor(spec: ClientProcessing | None) -> ResponseProcessor | None:
-    """None when responses take no time (null or all zero): they are handled as they arrive."""
-    if spec is None or spec.zero:
+def response_processor(spec: ClientProcessing | None, serial_s: float = 0.0) -> ResponseProcessor | None:
+    """None when responses take no time (no processing, or all zero, and no disk cache to write):
+    they are handled as they arrive."""
+    if (spec is None or spec.zero) and not serial_s:
         return None
-    return ResponseProcessor(spec)
+    return ResponseProcessor(spec if spec is not None and not spec.zero else None, serial_s)
 
 
 class _Call:
@@ -204,7 +216,7 @@ class Requester:
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
                  stats: ClientStats, client: str = "", processing: ClientProcessing | None = None,
-                 link: Link | None = None, rtt_s: float = 0.0) -> None:  # fmt: skip
+                 link: Link | None = None, rtt_s: float = 0.0, cache_write_s: float = 0.0) -> None:  # fmt: skip
         self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
         self.timers = timers
@@ -212,7 +224,7 @@ class Requester:
         self.bucket = token_bucket(rate_limit)
         self.stats = stats
         self.active = True
-        self.processor = response_processor(processing)
+        self.processor = response_processor(processing, cache_write_s)
         self.link = link  # the way responses come back (simapf.server.network); None: at once
         self.half_rtt_ns = int(round(rtt_s * NS_PER_S / 2))  # each way of a round trip
 

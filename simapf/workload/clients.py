@@ -90,7 +90,8 @@ class Instance:
         processing = group.spec.processing if group.spec.kind != "mutator" else None
         self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
                                    group.stats, group.spec.name, processing, group.link,
-                                   group.spec.network.rtt_s)  # fmt: skip
+                                   group.spec.network.rtt_s,
+                                   cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
 

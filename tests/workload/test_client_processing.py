@@ -100,6 +100,30 @@ def test_a_discovery_run_takes_longer_by_the_processing_of_its_responses_over_th
     assert slow - plain == pytest.approx(extra * per_response_s / workers, rel=0.1)
 
 
+def _discovery_run_s(extra: int, version: str, **kw) -> float:
+    client = discovery(extra_group_versions=extra, interval_s=10_000, discovery_rate_limit="disabled", **kw)
+    sim, _ = simulate(scenario(client, duration_s=60, resources=[CONFIGMAPS], records=False,
+                               kubernetes={"version": version}))  # fmt: skip
+    return sim.groups["kubectl"].stats.run_durations_ns[0] / NS_PER_S
+
+
+def test_kubectl_before_1_25_writes_each_discovery_response_to_its_cache_one_sync_at_a_time():
+    from simapf.scenario.schema import DISCOVERY_CACHE_FSYNC_S
+
+    extra = 300
+    old, new = _discovery_run_s(extra, "1.24"), _discovery_run_s(extra, "v1.25.0")
+    # /api and /apis, then v1 and the extra group-versions: every successful response waits for
+    # the one cache lock; the parallel processing (none here) adds nothing.
+    assert old - new == pytest.approx((3 + extra) * DISCOVERY_CACHE_FSYNC_S, rel=0.01)
+    assert new < 0.1
+    # The field overrides the version; a sync wait holds no worker, so 8 workers' processing of
+    # 2 ms a response hides behind a 10 ms sync almost entirely.
+    both = _discovery_run_s(extra, "1.22", cache_fsync_s=0.01,
+                            processing={**NONE, "per_response_s": 0.002, "workers": 8})
+    assert both == pytest.approx((3 + extra) * 0.01, rel=0.02)
+    assert load_scenario(scenario(discovery(), kubernetes={"version": "1.37"})).scenario.clients[0].cache_fsync_s == 0
+
+
 def test_the_summary_reports_the_processing_time_and_discovery_runs_include_it():
     proc = {**NONE, "per_response_s": 0.01, "workers": 1}
     client = discovery(extra_group_versions=9, interval_s=10_000, processing=proc)

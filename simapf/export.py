@@ -1,7 +1,8 @@
 """`simapf export RUN_DIR`: a run's results in the formats the monitoring stack reads.
 
 - `openmetrics`: every series of `series.parquet` as an OpenMetrics text file, one timestamped
-  sample per scrape (`*_total` metrics as counters, the rest as gauges), written with
+  sample per scrape (`*_total` metrics as counters, the rest as gauges), and the latency
+  histograms of `histograms.parquet` (upstream's names, labels and buckets), written with
   prometheus-client's OpenMetrics exposition, so `promtool tsdb create-blocks-from openmetrics`
   can load a run into Prometheus and Grafana show it beside a real cluster. Timestamps are the
   simulated seconds plus `start_unix_s` (0 by default: the run starts at the Unix epoch; give a
@@ -24,6 +25,8 @@ import pandas as pd
 
 from simapf.errors import ConfigError
 from simapf.files import write_text_atomic
+from simapf.histograms import LABELS as HISTOGRAM_LABELS
+from simapf.histograms import UPSTREAM_VERBS
 from simapf.observe import LABELS
 
 FORMATS = ("openmetrics", "perfdata")
@@ -53,16 +56,56 @@ def _families(series: pd.DataFrame, start_unix_s: float) -> Iterator:
         yield family
 
 
+def _histogram_families(hist: pd.DataFrame, start_unix_s: float) -> Iterator:
+    """Each histogram of `histograms.parquet` (simapf.histograms) as one family, a sample per
+    scrape. The file holds each snapshot as consecutive rows: its buckets, then _sum and _count."""
+    from prometheus_client.core import HistogramMetricFamily
+
+    metric = hist["metric"].to_numpy(dtype=object)
+    family_of = hist["metric"].str.replace(r"_(bucket|sum|count)$", "", regex=True).to_numpy(dtype=object)
+    times = hist["time_s"].to_numpy(dtype=float)
+    values = hist["value"].to_numpy(dtype=float)
+    les = hist["le"].fillna("").astype(str).to_numpy(dtype=object)
+    cells = {c: hist[c].fillna("").astype(str).to_numpy(dtype=object) for c in HISTOGRAM_LABELS}
+    families: dict[str, tuple[list[str], list]] = {}
+    i, n = 0, len(hist)
+    while i < n:
+        j = i
+        while metric[j].endswith("_bucket"):
+            j += 1
+        name = family_of[i]
+        if name not in families:
+            used = [c for c in HISTOGRAM_LABELS if cells[c][i]]
+            families[name] = (used, [])
+        used, samples = families[name]
+        buckets = [(les[k], values[k]) for k in range(i, j)]
+        samples.append(([cells[c][i] for c in used], buckets, values[j], round(start_unix_s + times[i], 3)))
+        i = j + 2  # past _sum and _count
+    for name in sorted(families):
+        used, samples = families[name]
+        family = HistogramMetricFamily(name, f"simapf: {name}", labels=used)
+        for label_values, buckets, total, t in sorted(samples, key=lambda x: (x[0], x[3])):
+            family.add_metric(label_values, buckets, sum_value=total, timestamp=t)
+        yield family
+
+
 def openmetrics_text(run_dir: str | Path, start_unix_s: float = 0.0) -> str:
-    """The run's series as OpenMetrics text (see the module's docstring)."""
+    """The run's series and histograms as OpenMetrics text (see the module's docstring)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.openmetrics.exposition import generate_latest
 
-    series = _read(Path(run_dir), "series.parquet")
+    run_dir = Path(run_dir)
+    series = _read(run_dir, "series.parquet")
+    # Upstream's verb label is the HTTP verb, upper case (LIST, POST, ...).
+    if "verb" in series.columns:
+        series = series.assign(verb=series["verb"].map(lambda v: UPSTREAM_VERBS.get(v, v) if isinstance(v, str) else v))
+    hist = pd.read_parquet(run_dir / "histograms.parquet") if (run_dir / "histograms.parquet").is_file() else None
 
     class _Run:
         def collect(self):
             yield from _families(series, start_unix_s)
+            if hist is not None and len(hist):
+                yield from _histogram_families(hist, start_unix_s)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Run())

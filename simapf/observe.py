@@ -23,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from simapf.apf.types import NS_PER_S
+from simapf.histograms import Histograms
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
 from simapf.workload.cluster import GONE
 
@@ -51,6 +52,7 @@ class Recorder:
         self.latencies: dict[tuple[str, str], array] = defaultdict(partial(array, "d"))
         self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
         self.records: list[tuple] = []
+        self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
         self._rejected_seen = 0
         self.peak_rss = 0.0
@@ -72,6 +74,12 @@ class Recorder:
             self.request_counts[(verb, code)] += 1
         if outcome == OK:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
+        if code is not None and code != "410":
+            a = rec.attrs
+            level = self.cluster.server.apf.levels.get(rec.priority_level)
+            self.histograms.observe(verb, a.resource or a.path, a.namespace, a.name, rec.priority_level,
+                                    rec.flow_schema, level is not None and level.queueset.exempt,
+                                    rec.received_ns, rec.dispatch_ns, rec.done_ns)  # fmt: skip
         if self.keep_records:
             a = rec.attrs
             client, attempt = rec.tag if isinstance(rec.tag, tuple) else ("", 0)
@@ -145,6 +153,7 @@ class Recorder:
                 add(t, "simapf_informer_lists_total", s.lists, client=g.spec.name)
                 if n_synced < g.active_count:
                     synced = False
+        self.histograms.scrape(t)
         healthy = snap.up and snap.state == "up" and cluster.network_up and synced and rejected == self._rejected_seen
         self._rejected_seen = rejected
         self.health.append((t, healthy))

@@ -36,6 +36,16 @@ class Result:
     scenario: dict[str, Any] = field(default_factory=dict)
     # per client and verb, as the client saw its logical requests (see `_client_latency_table`)
     client_latency: pd.DataFrame | None = None
+    # upstream's latency histograms at every scrape (simapf.histograms), built when first asked for
+    _histograms: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def histograms(self) -> pd.DataFrame | None:
+        """The latency histograms, long form: time_s, metric (`<name>_bucket`, `_sum`, `_count`),
+        labels, le, value (cumulative counts); see `simapf.histograms`."""
+        if self._histograms is not None and not isinstance(self._histograms, pd.DataFrame):
+            self._histograms = self._histograms.frame()
+        return self._histograms
 
     # ------------------------------------------------------------------ building
 
@@ -55,7 +65,7 @@ class Result:
         scenario = sim.scenario.model_dump(mode="json")
         client_latency = _client_latency_table(sim)
         summary = _summary(sim, series, latency, levels, wall_s, scenario, client_latency)
-        return cls(summary, series, latency, levels, requests, scenario, client_latency)
+        return cls(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
 
     # ------------------------------------------------------------------ views
 
@@ -89,6 +99,8 @@ class Result:
                 self.client_latency.to_csv(tmp / "client_latency.csv", index=False)
             if self.requests is not None:
                 self.requests.to_parquet(tmp / "requests.parquet", index=False)
+            if self.histograms is not None:
+                self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
             (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default) + "\n")
             if figure:
                 from simapf.figures import overview_figure, save_figure

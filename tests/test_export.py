@@ -4,6 +4,8 @@ as clusterloader2's PerfData JSON (checked against the shape CL2 writes)."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -30,7 +32,7 @@ def test_openmetrics_parses_back_with_the_runs_counts(run_dir, tmp_path):
     assert res.exit_code == 0, res.output
     text = (tmp_path / "run.om").read_text()
     assert text.rstrip().endswith("# EOF")
-    families = {f.name: f for f in text_string_to_metric_families(text)}
+    families = {f.name: f for f in text_string_to_metric_families(_without_histograms(text))}
     requests = families["apiserver_request"]
     assert requests.type == "counter"
     last = {}
@@ -68,3 +70,85 @@ def test_perfdata_has_cl2s_shape(run_dir, tmp_path):
 def test_export_of_a_directory_that_is_not_a_run_is_one_line(tmp_path):
     res = CliRunner().invoke(main, ["export", str(tmp_path), "--format", "openmetrics", "-o", str(tmp_path / "x")])
     assert res.exit_code == 2 and "no series.parquet here" in res.output and not (tmp_path / "x").exists()
+
+
+def _without_histograms(text: str) -> str:
+    """The exposition without its histogram families (parsed a point at a time: `_last_point`)."""
+    kept, histogram = [], set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE ") and line.endswith(" histogram"):
+            histogram.add(line.split()[2])
+        name = line.split()[2] if line.startswith(("# HELP ", "# TYPE ")) else line.split("{")[0].split(" ")[0]
+        if not any(name == h or name.startswith(h + "_") for h in histogram):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def _last_point(text: str) -> str:
+    """The exposition with only its last scrape's samples. prometheus-client's parser drops the
+    buckets of a histogram's second and later timestamped points as duplicates (it remembers
+    them per label set, not per timestamp), so a histogram is parsed one point at a time; the
+    whole file is checked by promtool below when it is installed."""
+    last = max(line.rsplit(" ", 1)[1] for line in text.splitlines() if line and not line.startswith("#"))
+    return "\n".join(line for line in text.splitlines() if line.startswith("#") or line.endswith(" " + last)) + "\n"
+
+
+def _last_histogram(family, **match) -> tuple[list[float], list[float], float]:
+    """(bounds, cumulative counts, sum) of the last scrape of the histogram whose labels match."""
+    t_last = max(s.timestamp for s in family.samples)
+    buckets, total = [], None
+    for s in family.samples:
+        if s.timestamp != t_last or any(s.labels.get(k) != v for k, v in match.items()):
+            continue
+        if s.name.endswith("_bucket"):
+            buckets.append((float(s.labels["le"]), s.value))
+        elif s.name.endswith("_sum"):
+            total = s.value
+    buckets.sort()
+    return [b for b, _ in buckets], [c for _, c in buckets], total
+
+
+def test_histograms_have_upstreams_buckets_and_give_the_summarys_percentiles_within_a_bucket(run_dir, tmp_path):
+    from simapf.histograms import APF_WAIT, REQUEST_DURATION, quantile
+
+    out, summary = run_dir
+    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om")])
+    assert res.exit_code == 0, res.output
+    families = {f.name: f for f in text_string_to_metric_families(_last_point((tmp_path / "run.om").read_text()))}
+    duration = families["apiserver_request_duration_seconds"]
+    assert duration.type == "histogram"
+    bounds, cumulative, total = _last_histogram(duration, verb="LIST", resource="configmaps", scope="cluster")
+    assert bounds == [*map(float, REQUEST_DURATION.bounds), float("inf")]
+    (row,) = [r for r in summary["latency"] if r["verb"] == "list"]
+    assert cumulative[-1] == row["count"]  # every LIST of the run was answered 200 here
+    assert row["p50_s"] * 0.5 < total / cumulative[-1] < row["max_s"]  # the mean, from _sum
+    for q, key in ((0.5, "p50_s"), (0.9, "p90_s"), (0.99, "p99_s")):
+        estimate, exact = quantile(q, bounds, cumulative), row[key]
+        i = next(k for k, b in enumerate(bounds) if estimate <= b)
+        lower = bounds[i - 1] if i else 0.0
+        assert lower <= exact <= bounds[i], (q, estimate, exact)  # the same bucket
+    wait = families["apiserver_flowcontrol_request_wait_duration_seconds"]
+    labels = {tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")) for s in wait.samples}
+    assert ("flow_schema", "global-default") in {x for key in labels for x in key}
+    bounds, cumulative, _ = _last_histogram(wait, priority_level="global-default", execute="true")
+    assert bounds == [*map(float, APF_WAIT.bounds), float("inf")] and cumulative[-1] == row["count"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Prometheus) is not installed")
+def test_promtool_loads_the_export_into_a_prometheus_tsdb(run_dir, tmp_path):
+    out, summary = run_dir
+    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om"),
+                                    "--start", str(START)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    proc = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "run.om"),
+                           str(tmp_path / "tsdb")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert any((tmp_path / "tsdb").iterdir())
+    (tmp_path / "tsdb" / "wal").mkdir(exist_ok=True)  # dump reads a WAL; the backfilled blocks have none
+    dump = subprocess.run(["promtool", "tsdb", "dump", str(tmp_path / "tsdb"), "--match",
+                           'apiserver_request_duration_seconds_count{verb="LIST"}'],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert dump.returncode == 0, dump.stderr
+    last = max(dump.stdout.splitlines(), key=lambda line: int(line.rsplit(" ", 1)[1]))
+    (row,) = [r for r in summary["latency"] if r["verb"] == "list"]
+    assert float(last.split()[-2]) == row["count"]

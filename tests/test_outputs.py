@@ -33,7 +33,7 @@ clients:
     request: {verb: list, resource: configmaps}
 """
 
-RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "client_latency.csv", "priority_levels.csv",
+RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "client_latency.csv", "priority_levels.csv", "histograms.parquet",
              "overview.png", "overview.svg", "overview.provenance.json", OUTPUT_MARKER}  # fmt: skip
 
 

@@ -57,6 +57,13 @@ def _overview(result: "Result") -> "Figure":
     limit = summary["memory"]["memory_limit_bytes"]
     if limit:
         ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
+    # OOM kills happen between scrapes: marked at the scrape after each, at the RSS it reached.
+    kills = result.rate("simapf_oom_kills_total").sum(axis=1) if "simapf_oom_kills_total" in set(
+        result.series["metric"].unique()) else None
+    if kills is not None and (kills > 0).any():
+        reached = summary["memory"].get("rss_at_oom_kill_bytes") or limit or 0.0
+        at = kills.index[kills > 0]
+        ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")
     ax.set_ylabel("GiB")
     ax.set_title("Memory")
     ax.legend(loc="upper left", fontsize="small")
@@ -88,14 +95,19 @@ def _overview(result: "Result") -> "Figure":
         ax.legend(loc="upper left", fontsize="small", ncol=2)
 
     ax = axes[3]
-    rejected = result.wide("apiserver_flowcontrol_rejected_requests_total")
-    if not rejected.empty:
-        rate = rejected.diff().div(np.diff(rejected.index.to_numpy(), prepend=np.nan), axis=0)
-        for i, level in enumerate(rejected.columns):
-            ax.plot(rate.index, rate[level], label=level, color=f"C{i % 10}")
+    rate = result.rate("apiserver_flowcontrol_rejected_requests_total")
+    for i, level in enumerate(rate.columns):
+        ax.plot(rate.index, rate[level], label=level, color=f"C{i % 10}")
+    # 429s that APF did not send: a watch cache refilling after a restart turns LISTs away.
+    codes = result.rate("apiserver_request_total", by="code")
+    if "429" in codes.columns:
+        others = (codes["429"] - rate.sum(axis=1).reindex(codes.index, fill_value=0.0)).clip(lower=0.0)
+        if (others > 1e-9).any():
+            ax.plot(others.index, others, label="watch cache not ready", color="black", ls=":")
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize="small")
     ax.set_ylabel("per second")
-    ax.set_title("Rejected requests (429) per priority level")
+    ax.set_title("Rejected requests (429): per priority level, and by a watch cache not ready")
     ax.set_xlabel("simulated time (s)")
 
     # The process down (an OOM kill, a restart): shaded red on every panel.

@@ -228,9 +228,7 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
             if len(t) > 1:
                 ax.plot(t[1:] / div, np.diff(series.to_numpy()) / np.diff(t), color=simapf.style.COLORS["cpu"], label=label)
         else:
-            wide = result.wide(metric)
-            if how == "rate_by_level" and len(wide) > 1:
-                wide = wide.fillna(0).diff().div(np.diff(wide.index.to_numpy(), prepend=np.nan), axis=0).iloc[1:]
+            wide = result.rate(metric) if how == "rate_by_level" else result.wide(metric)
             busy = wide.max().sort_values(ascending=False)
             busy = list(busy[busy > 0].index[:6])
             div = _time_axis(ax, s["duration_s"])

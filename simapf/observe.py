@@ -10,8 +10,8 @@ successful requests (8 bytes each, no Python object per request): exact percenti
 bucket error, read without a copy when the result is built. One record per request
 is opt-in (`run.request_records`).
 
-Peaks are the highest scrape (and the memory limit at an OOM kill, which happens between
-scrapes), over the whole run and over the steady-state window from `steady_from_s` on: a
+Peaks are the highest scrape (and the RSS an OOM kill ended, which happens between scrapes:
+what the process had when an allocation did not fit, at most the limit), over the whole run and over the steady-state window from `steady_from_s` on: a
 running maximum that starts at the window.
 """
 
@@ -60,6 +60,8 @@ class Recorder:
         self.steady_from_s = steady_from_s
         self.peak_rss_steady = 0.0  # from steady_from_s on
         self.peak_heap_steady = 0.0
+        self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
+        self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
         # An OOM kill happens between scrapes; the RSS then was at least the limit.
         cluster.server.model.process.on_oom.append(self._killed)
 
@@ -160,11 +162,13 @@ class Recorder:
 
     def _killed(self, now_ns: int) -> None:
         model = self.cluster.server.model
-        limit = model.params.process.memory_limit_bytes
-        if model.process.last_down_reason == "oom" and limit:
-            self.peak_rss = max(self.peak_rss, limit)
+        if model.process.last_down_reason == "oom":
+            reached = model.rss_at_oom_bytes
+            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, reached)
+            self.oom_demand = max(self.oom_demand or 0.0, model.oom_demand_bytes)
+            self.peak_rss = max(self.peak_rss, reached)
             if now_ns / NS_PER_S >= self.steady_from_s:
-                self.peak_rss_steady = max(self.peak_rss_steady, limit)
+                self.peak_rss_steady = max(self.peak_rss_steady, reached)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,

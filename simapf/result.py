@@ -81,6 +81,18 @@ class Result:
         df = self.series[self.series["metric"] == name]
         return df.pivot_table(index="time_s", columns=by, values="value", aggfunc="sum")
 
+    def rate(self, name: str, by: str = "priority_level") -> pd.DataFrame:
+        """A counter's per-second increase between scrapes, as a time x label table (a row per
+        scrape after the first). A counter appears in the series at its first increment; before
+        that it was 0, so every increment is counted, the first included."""
+        df = self.series[self.series["metric"] == name]
+        times = np.unique(self.series["time_s"].to_numpy())
+        wide = df.pivot_table(index="time_s", columns=by, values="value", aggfunc="sum")
+        wide = wide.reindex(times).ffill().fillna(0.0)
+        if len(times) < 2:
+            return wide.iloc[0:0]
+        return wide.diff().iloc[1:].div(np.diff(times), axis=0)
+
     # ------------------------------------------------------------------ writing
 
     def write(self, out_dir: str | Path, figure: bool = True, force: bool = False) -> Path:
@@ -257,6 +269,9 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
             "steady_state_from_s": steady,
             "peak_rss_steady_bytes": rec.peak_rss_steady,
+            "oom_killed": rec.rss_at_oom_kill is not None,
+            "rss_at_oom_kill_bytes": rec.rss_at_oom_kill,
+            "oom_demand_bytes": rec.oom_demand,
             "mean_rss_steady_bytes": float(rss_steady.mean()) if len(rss_steady) else None,
             "peak_heap_steady_bytes": rec.peak_heap_steady,
         },

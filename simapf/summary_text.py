@@ -27,6 +27,8 @@ def format_summary(s: dict[str, Any]) -> str:
         f"{s['duration_s']:g} simulated s in {s['wall_s']:.1f} wall s")  # fmt: skip
     m, c, p = s["memory"], s["cpu"], s["process"]
     notes = [f"limit {_mb(m['memory_limit_bytes'])}"] if m["memory_limit_bytes"] else []
+    if m.get("oom_killed"):
+        notes.append(f"OOM-killed at {_mb(m['rss_at_oom_kill_bytes'])} asking for {_mb(m['oom_demand_bytes'])}")
     if m.get("steady_state_from_s") is not None:
         notes.append(f"steady state from {m['steady_state_from_s']:g} s: {_mb(m['peak_rss_steady_bytes'])}, "
                      f"mean {_mb(m['mean_rss_steady_bytes'])}")  # fmt: skip

@@ -48,7 +48,7 @@ class MemoryModel:
         "env", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
         "base_live", "inflight_live", "heap_live", "heap_free",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
-        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive",
+        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill",
     )
 
     def __init__(self, env: simpy.Environment, params: ServerParams) -> None:
@@ -69,6 +69,7 @@ class MemoryModel:
         self.alloc_total = 0.0
         self.released_bytes = 0.0
         self.peak_rss = 0.0
+        self.rss_before_kill: float | None = None  # set by an allocation that did not fit
         self.peak_heap = 0.0
         self.start_process(params.process.live_heap_bytes)
 
@@ -132,6 +133,8 @@ class MemoryModel:
                 self.peak_rss = rss
             limit = self.limit_bytes
             if limit is not None and rss > limit:
+                # The RSS the process had: the kernel kills it when this allocation does not fit.
+                self.rss_before_kill = (heap - nbytes + free) * self.meta + self.nonheap_bytes
                 if self.on_over_limit is not None:
                     self.on_over_limit()
                 return -1.0

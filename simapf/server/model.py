@@ -118,6 +118,8 @@ class ResourceModel:
         self.gc = GoGC(env, params, self.memory, self.cpu)
         self.memory.gc = self.gc
         self.memory.on_over_limit = self._oom
+        self.rss_at_oom_bytes = 0.0  # the RSS the last OOM kill ended
+        self.oom_demand_bytes = 0.0  # what the allocation that did not fit would have made it
         self.process = ServerProcessState()
         self._plans: dict[RequestCost, RequestPlan] = {}
         self._resources: dict[str, CachedResource] = {}
@@ -291,6 +293,7 @@ class ResourceModel:
 
     def set_watch_cache(self, resources: Iterable[CachedResource]) -> None:
         """Register the watch-cached resources, taken as filled now (call at the start)."""
+        before = self.memory.rss_bytes()
         for res in resources:
             _plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
             old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
@@ -306,6 +309,7 @@ class ResourceModel:
         # (and its refills after each restart kill it again: a crash loop).
         limit = self.params.process.memory_limit_bytes
         if self._up and limit is not None and self.memory.rss_bytes() > limit:
+            self.memory.rss_before_kill = before
             self._oom()
 
     def watch_cache_ready(self, name: str) -> bool:
@@ -349,6 +353,14 @@ class ResourceModel:
         self.env.timeout(delay, epoch).callbacks.append(self._restart_cb)
 
     def _oom(self) -> None:
+        # What the process had when the kernel killed it (at most the limit), and what the
+        # allocation (or the caches) that did not fit asked for.
+        mem = self.memory
+        self.oom_demand_bytes = mem.rss_bytes()
+        before = mem.rss_before_kill
+        limit = self.params.process.memory_limit_bytes or self.oom_demand_bytes
+        self.rss_at_oom_bytes = min(before if before is not None else limit, limit)
+        mem.rss_before_kill = None
         self.kill("oom")
 
     def _restart(self, event: simpy.Event) -> None:

@@ -154,7 +154,7 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
 @force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar on stderr (never when stderr is not a terminal).")
+              help="Progress on stderr: a bar on a terminal, a log line every 30 s otherwise.")
 def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple[str, ...], force: bool,
                 as_json: bool, progress: bool) -> None:
     """Run a scenario and print what happened.
@@ -212,7 +212,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 @force_option
 @click.option("--json", "as_json", is_flag=True, help="Print table and differences as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar on stderr (never when stderr is not a terminal).")
+              help="Progress on stderr: a bar on a terminal, a log line every 30 s otherwise.")
 def compare_command(scenario_path: str | None, policies: tuple[str, ...], replications: int,
                     overrides: tuple[str, ...], confidence: float, workers: int | None, dask_address: str | None,
                     out_dir: str | None, force: bool, as_json: bool, progress: bool) -> None:  # fmt: skip
@@ -235,7 +235,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         if not scenario_path:
             loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
-                         dask=dask_address, progress=progress and sys.stderr.isatty())  # fmt: skip
+                         dask=dask_address, progress=progress)  # fmt: skip
         if out_dir:
             try:
                 result.write(out_dir, force=force)
@@ -318,7 +318,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> Non
 @click.option("--allow-user-code", is_flag=True,
               help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar with ETA on stderr (never when stderr is not a terminal).")
+              help="Progress with ETA on stderr: a bar on a terminal, a log line every 30 s otherwise.")
 def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
                   backend: str | None, force: bool, allow_user_code: bool, progress: bool) -> None:  # fmt: skip
     """Run a sweep: a base scenario times the cartesian product of factors, replicated.
@@ -338,7 +338,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
             out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"sweep-{loaded.name}"
         try:
             df = sweep(loaded, Path(out_dir), workers=workers, backend=backend, dask=dask_address,
-                       progress=progress and sys.stderr.isatty(), force=force,
+                       progress=progress, force=force,
                        allow_user_code=allow_user_code)  # fmt: skip
         except OSError as err:
             raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
@@ -383,7 +383,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
               help="With --report: the record to report on (default: the shipped one).")
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress (a bar on a terminal, log lines otherwise).")
 def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs, dask_address, backend, free_keys,
               loss, report, params_path, logo, quiet) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
@@ -396,7 +396,7 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
     from simapf.calibrate.report import generate
     from simapf.sweeps.backends import choose
 
-    progress = not quiet and sys.stderr.isatty()
+    progress = not quiet
     try:
         where = choose(backend, jobs, dask_address)
         if report:

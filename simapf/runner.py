@@ -122,11 +122,10 @@ class Simulation:
 
 
 def _progress_bar(total_s: float, name: str):
-    from tqdm import tqdm
+    from simapf.progress import progress_bar
 
-    # disable=None: no bar when the output is not a terminal.
-    return tqdm(total=total_s, desc=name, unit="sim s", disable=None, leave=False,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim s [{elapsed}<{remaining}]")  # fmt: skip
+    return progress_bar(total_s, name, "sim s", leave=False,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim s [{elapsed}<{remaining}]")  # fmt: skip
 
 
 def run(

@@ -594,7 +594,8 @@ def fit(
     `noise_floor`: the fit stops when the next trial step is predicted to gain less cost than
     this (0: never).
     `loss`: one of `LOSSES` (`worst`: scipy's linear, with the worst-case residuals)."""
-    from tqdm.auto import tqdm
+    from simapf.progress import progress_bar
+    from simapf.progress import write as progress_write
 
     fit_rows = [r for r in rows if not (exclude and exclude(r))]
     if not fit_rows:
@@ -602,10 +603,10 @@ def fit(
     if loss not in LOSSES:
         raise ConfigError(f"calibrate: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
     t0 = time.perf_counter()
-    bar = tqdm(desc="calibrate", unit="run", disable=not progress, dynamic_ncols=True)
+    bar = progress_bar(None, "calibrate", "runs", progress)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
                    jacobian0=jacobian0, residuals0=residuals0, loss=loss, jacobian0_at=jacobian0_at)  # fmt: skip
-    say = log or (lambda msg: tqdm.write(msg))
+    say = log or progress_write
     best: dict[str, Any] = {"cost": math.inf}
 
     def robust_cost(r: np.ndarray) -> float:

@@ -416,7 +416,7 @@ def generate(
     """Simulate, compare and write the report; returns the summary figures.
 
     `backend`: where the cells run (default: `n_jobs` joblib workers)."""
-    from tqdm.auto import tqdm
+    from simapf.progress import progress_bar
 
     if not Path(out).parent.is_dir():
         # From an installed package there is no docs/ folder to regenerate.
@@ -426,7 +426,7 @@ def generate(
     params, setup, record = load_params(params_path)
     rows = load_rows(data_path if data_path is not None else DEFAULT_DATA)
     with Simulator(n_jobs, backend) as sim:
-        bar = tqdm(desc="report", unit="run", disable=not progress, dynamic_ncols=True)
+        bar = progress_bar(None, "report", "runs", progress)
         t0 = time.perf_counter()
         results = evaluate(rows, params, setup, sim, bar.update)
         grid_s = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""A progress bar over finished runs, with the ETA tqdm estimates from the pace so far."""
+"""Progress over finished runs, with an ETA from the pace so far (simapf.progress)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ T = TypeVar("T")
 
 def with_progress(rows: Iterable[T], total: int, done: int, name: str, enabled: bool) -> Iterator[T]:
     """Yield `rows`, advancing a bar that starts at `done` of `total` runs (a resumed sweep)."""
-    from tqdm import tqdm
+    from simapf.progress import progress_bar
 
-    # Shown whenever asked for: a notebook's stderr is no terminal but shows a bar well. The
-    # command line asks only when stderr is a terminal.
-    bar = tqdm(total=total, initial=done, desc=name, unit="run", disable=not enabled, smoothing=0.1,
-               dynamic_ncols=True)  # fmt: skip
+    # A bar on a terminal or in a notebook; log lines elsewhere (a sweep under CI).
+    bar = progress_bar(total, name, "runs", enabled, initial=done, smoothing=0.1)
     try:
         for row in rows:
             bar.update(1)

@@ -165,11 +165,14 @@ def test_killed_sweep_resumes_with_exactly_one_result_per_run(tmp_path):
     pd.testing.assert_frame_equal(_table(df), _table(reference))
 
 
-def test_progress_bar_counts_runs_and_starts_from_the_finished_ones(basic_sweep, tmp_path, capsys):
+def test_progress_bar_counts_runs_and_starts_from_the_finished_ones(basic_sweep, tmp_path, capsys, monkeypatch):
+    import simapf.progress
+
+    monkeypatch.setattr(simapf.progress, "interactive", lambda: True)  # a terminal: tqdm's bar
     out = tmp_path / "out"
     simapf.sweep(basic_sweep, out, backend="serial", progress=True)
     first = capsys.readouterr().err
-    assert "8/8" in first and ("run/s" in first or "s/run" in first)
+    assert "8/8" in first and ("runs/s" in first or "s/runs" in first)
     (out / sorted(_run_files(out))[0]).unlink()
     simapf.sweep(basic_sweep, out, backend="serial", progress=True)
     again = capsys.readouterr().err

@@ -66,12 +66,31 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Alignment(_Model):
+    """Which real instant is which simulated one."""
+
+    measured_at_unix_s: float = Field(..., description="The real instant (Unix seconds), e.g. when the outage began.")
+    event: int | None = Field(None, ge=0, description="The scenario event (index in `events`) it corresponds to.")
+    at_s: float | None = Field(None, ge=0, description="Or a simulated time in seconds (default 0 without `event`).")
+
+
+class Overlay(_Model):
+    """A real cluster's Prometheus data on one panel of a timeseries figure (simapf.overlay)."""
+
+    file: str = Field(..., description="A query_range JSON export or an OpenMetrics file, relative to the spec.")
+    panel: Literal["memory", "heap", "cpu", "seats", "queued", "rejected"]
+    metric: str | None = Field(None, description="Only this metric of the file; null: all of it.")
+    align: Alignment
+    label: str = "measured"
+
+
 class TimeseriesFigure(_Model):
     name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     kind: Literal["timeseries"]
     scenario: str | None = Field(None, description="A scenario file (relative to the spec); null: the built-in default.")
     set: dict[str, Any] = Field(default_factory=dict)
     metrics: list[Literal["memory", "heap", "cpu", "seats", "queued", "rejected"]] = Field(["memory", "seats"], min_length=1)
+    overlay: list[Overlay] = Field(default_factory=list, description="Real measurements drawn on the panels.")
     title: str | None = None
 
 
@@ -152,8 +171,17 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
 
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
-        return {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-                "calibration_sha256": canonical_sha256(server_params(loaded).model_dump(mode="json"))}  # fmt: skip
+        found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
+                 "calibration_sha256": canonical_sha256(server_params(loaded).model_dump(mode="json"))}  # fmt: skip
+        if isinstance(fig, TimeseriesFigure) and fig.overlay:
+            import hashlib
+
+            from simapf.files import read_text
+
+            # The measured data a figure shows is one of its inputs: a new export makes it stale.
+            found["overlay_sha256"] = canonical_sha256([hashlib.sha256(read_text(base / o.file).encode()).hexdigest()
+                                                        for o in fig.overlay])  # fmt: skip
+        return found
     if isinstance(fig, SweepFigure):
         from simapf.server import ServerParams
         from simapf.sweeps.spec import load_sweep_spec
@@ -201,6 +229,25 @@ def _time_axis(ax, duration_s: float) -> float:
     return 1.0
 
 
+def _draw_overlay(ax, o: Overlay, base: Path, summary: dict, how: str, div: float) -> None:
+    """Real measurements on a panel: GiB for memory panels, counters as rates for rate panels."""
+    from simapf import overlay
+
+    if o.align.event is not None:
+        if o.align.event >= len(summary["events"]):
+            raise ConfigError(f"overlay {o.file}: align.event {o.align.event}: the scenario has "
+                              f"{len(summary['events'])} event(s)")  # fmt: skip
+        at_s = summary["events"][o.align.event]["at_s"]
+    else:
+        at_s = o.align.at_s or 0.0
+    measured = overlay.align(overlay.load_measured(base / o.file), o.align.measured_at_unix_s, at_s)
+    counter = (o.metric or "").endswith("_total")
+    drawn = overlay.plot(ax, measured, o.metric, scale=1 / 2**30 if how == "gib" else 1.0,
+                         rate=counter and how in ("rate", "rate_by_level"), label=o.label, time_div=div)  # fmt: skip
+    if not drawn:
+        raise ConfigError(f"overlay {o.file}: no series{f' named {o.metric!r}' if o.metric else ''} in it")
+
+
 def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
     import numpy as np
 
@@ -237,6 +284,9 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
             if not busy:
                 ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", color="grey")
         ax.set_ylabel(label)
+        for o in fig_spec.overlay:
+            if o.panel == key:
+                _draw_overlay(ax, o, base, s, how, div)
         for e in s["events"]:
             ax.axvspan(e["at_s"] / div, e["end_s"] / div, color="grey", alpha=0.15, lw=0)
         if ax.get_legend_handles_labels()[0]:
@@ -435,7 +485,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
 
 def check(out_dir: str | Path) -> list[tuple[str, str]]:
     """Each figure of `out_dir` with its verdict: `current`, or why it is stale (its spec, its
-    figure, its scenario or its calibration changed)."""
+    figure, its scenario, its calibration or the measured data it overlays changed)."""
     verdicts = []
     out = Path(out_dir)
     sides = sorted(out.glob("*.provenance.json"))
@@ -454,6 +504,7 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
             verdicts.append((name, f"stale: {spec_path.name} no longer has a figure {record.get('figure')!r}"))
             continue
         now = inputs(fig, base)
-        changed = [k.removesuffix("_sha256") for k in ("scenario_sha256", "calibration_sha256") if now[k] != record.get(k)]
+        changed = [k.removesuffix("_sha256") for k in sorted(set(now) | {"scenario_sha256", "calibration_sha256"})
+                   if now.get(k) != record.get(k)]  # fmt: skip
         verdicts.append((name, "current" if not changed else f"stale: its {' and '.join(changed)} changed"))
     return verdicts

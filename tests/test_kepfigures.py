@@ -114,3 +114,55 @@ def test_bad_specs_are_one_line_errors(tmp_path):
 def test_the_shipped_specs_load():
     for spec in sorted((ROOT / "figures").glob("*.yaml")):
         load_spec(spec)
+
+
+MEASURED = ROOT / "tests" / "data" / "prometheus" / "apiserver-rss-query-range.json"
+OUTAGE_UNIX_S = 1767225720  # when the measured cluster's outage began
+
+
+def test_a_query_range_export_is_read_and_put_on_the_runs_clock(tmp_path):
+    from simapf import overlay
+
+    measured = overlay.load_measured(MEASURED)
+    assert set(measured["metric"]) == {"process_resident_memory_bytes"}
+    assert measured["series"].nunique() == 2 and len(measured) == 22
+    aligned = overlay.align(measured, OUTAGE_UNIX_S, at_s=2.0)
+    assert aligned["time_s"].min() == pytest.approx(2.0 - 5) and aligned["time_s"].max() == pytest.approx(2.0 + 5)
+    (tmp_path / "instant.json").write_text('{"status": "success", "data": {"resultType": "vector", "result": []}}')
+    with pytest.raises(ConfigError, match="instant.json: not a Prometheus query_range result"):
+        overlay.load_measured(tmp_path / "instant.json")
+
+
+def test_a_timeseries_figure_overlays_measured_data_aligned_at_an_event(tmp_path):
+    import matplotlib
+
+    from simapf.kepfigures import draw_timeseries
+
+    matplotlib.use("Agg")
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    shutil.copy(MEASURED, tmp_path / "rss.json")
+    (tmp_path / "spec.yaml").write_text(f"""
+name: test
+figures:
+  - name: overlay
+    kind: timeseries
+    scenario: scenario.yaml
+    set: {{run.duration_s: 4, events: [{{kind: outage, at_s: 2, duration_s: 1}}]}}
+    metrics: [memory]
+    overlay:
+      - {{file: rss.json, panel: memory, metric: process_resident_memory_bytes,
+          align: {{measured_at_unix_s: {OUTAGE_UNIX_S}, event: 0}}, label: "EKS"}}
+""")
+    spec, base = load_spec(tmp_path / "spec.yaml")
+    fig, _, _ = draw_timeseries(spec.figures[0], base)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    measured = [line for name, line in lines.items() if name.startswith("EKS ")]
+    assert len(measured) == 2 and any("10.0.0.11:6443" in name for name in lines)
+    x, y = measured[0].get_xdata(), measured[0].get_ydata()
+    assert x[0] == pytest.approx(-3.0) and x[5] == pytest.approx(2.0)  # the outage at the event's 2 s
+    assert 1.3 < y[0] < 1.6  # GiB, as the panel
+    # The measured file is one of the figure's inputs: a new export makes the figure stale.
+    files = make(tmp_path / "spec.yaml", tmp_path / "figs")
+    assert files and dict(check(tmp_path / "figs")) == {"overlay": "current"}
+    (tmp_path / "rss.json").write_text(MEASURED.read_text().replace("1550000000", "1650000000"))
+    assert "stale" in dict(check(tmp_path / "figs"))["overlay"]

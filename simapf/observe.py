@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from simapf.workload.cluster import Cluster
     from simapf.workload.clients import ClientGroup
 
-LABELS = ("priority_level", "reason", "verb", "code", "resource", "client")
+LABELS = ("priority_level", "flow_schema", "reason", "verb", "code", "resource", "client")
 # `client` is the scenario client that sent the request, `attempt` its number (0 = the first,
 # k = the k-th retry after a 429), so retries can be told from new requests.
 RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
@@ -130,11 +130,12 @@ class Recorder:
                 add(t, "apiserver_flowcontrol_current_limit_seats", qs.cl, priority_level=name)
                 add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name)
                 waiting += qs.reqs_waiting
-        for name, n in server.dispatched_by_level.items():
-            add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name)
+        for (name, fs), n in server.dispatched_by_flow.items():
+            add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name, flow_schema=fs)
         rejected = 0
-        for (name, reason), n in server.rejected_by_level.items():
-            add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, reason=reason)
+        for (name, fs, reason), n in server.rejected_by_flow.items():
+            add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, flow_schema=fs,
+                reason=reason)  # fmt: skip
             rejected += n
         for (verb, code), n in self.request_counts.items():
             add(t, "apiserver_request_total", n, verb=verb, code=code)

@@ -177,14 +177,15 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
 def _levels_table(sim: "Simulation") -> pd.DataFrame:
     server = sim.server
     names = list(server.apf.levels)
-    for name in list(server.dispatched_by_level) + [n for n, _r in server.rejected_by_level]:
+    dispatched_by_level, rejected_by_level = server.dispatched_by_level, server.rejected_by_level
+    for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
-    reasons = sorted({r for _n, r in server.rejected_by_level})
+    reasons = sorted({r for _n, r in rejected_by_level})
     rows = []
     for name in names:
-        dispatched = server.dispatched_by_level.get(name, 0)
-        by_reason = {r: server.rejected_by_level.get((name, r), 0) for r in reasons}
+        dispatched = dispatched_by_level.get(name, 0)
+        by_reason = {r: rejected_by_level.get((name, r), 0) for r in reasons}
         rejected = sum(by_reason.values())
         total = dispatched + rejected
         rows.append({

@@ -152,3 +152,13 @@ def test_promtool_loads_the_export_into_a_prometheus_tsdb(run_dir, tmp_path):
     last = max(dump.stdout.splitlines(), key=lambda line: int(line.rsplit(" ", 1)[1]))
     (row,) = [r for r in summary["latency"] if r["verb"] == "list"]
     assert float(last.split()[-2]) == row["count"]
+
+
+def test_apf_counters_carry_the_flow_schema_label(run_dir, tmp_path):
+    out, summary = run_dir
+    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om")])
+    assert res.exit_code == 0, res.output
+    families = {f.name: f for f in text_string_to_metric_families(_without_histograms((tmp_path / "run.om").read_text()))}
+    dispatched = families["apiserver_flowcontrol_dispatched_requests"]
+    assert {s.labels["flow_schema"] for s in dispatched.samples} == {"global-default"}
+    assert {s.labels["priority_level"] for s in dispatched.samples} == {"global-default"}

@@ -142,8 +142,9 @@ class SimulatedAPIServer:
         self._seq = 0
         self.completed = {OK: 0, REJECTED: 0, UNAVAILABLE: 0, FAILED: 0}
         # Counters that run across restarts and reconfigurations, for metrics.
-        self.dispatched_by_level: dict[str, int] = {}
-        self.rejected_by_level: dict[tuple[str, str], int] = {}
+        # APF's counters, keyed as upstream labels them: (priority level, flow schema[, reason]).
+        self.dispatched_by_flow: dict[tuple[str, str], int] = {}
+        self.rejected_by_flow: dict[tuple[str, str, str], int] = {}
         self.dropped = DroppedRequestsTracker()
         self.model.process.on_oom.append(self._died)
         self.model.process.on_restart.append(self._restarted)
@@ -223,6 +224,21 @@ class SimulatedAPIServer:
         if rec.on_done is not None:
             rec.on_done(rec)
 
+    @property
+    def dispatched_by_level(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (level, _fs), n in self.dispatched_by_flow.items():
+            out[level] = out.get(level, 0) + n
+        return out
+
+    @property
+    def rejected_by_level(self) -> dict[tuple[str, str], int]:
+        """(priority level, reason) -> rejections."""
+        out: dict[tuple[str, str], int] = {}
+        for (level, _fs, reason), n in self.rejected_by_flow.items():
+            out[(level, reason)] = out.get((level, reason), 0) + n
+        return out
+
     # APF's listener --------------------------------------------------
 
     def dispatched(self, req) -> None:
@@ -231,8 +247,9 @@ class SimulatedAPIServer:
             return
         rec.dispatch_ns = self.env._now
         name = rec.priority_level = req.level.name
-        self.dispatched_by_level[name] = self.dispatched_by_level.get(name, 0) + 1
-        rec.flow_schema = req.flow_schema
+        fs = rec.flow_schema = req.flow_schema
+        key = (name, fs)
+        self.dispatched_by_flow[key] = self.dispatched_by_flow.get(key, 0) + 1
         rec.seats = req.max_seats
         if rec.service_ns is not None:
             self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
@@ -251,9 +268,9 @@ class SimulatedAPIServer:
         if rec.outcome is not None or rec.incarnation != self.incarnation:
             return
         name = rec.priority_level = req.level.name
-        rec.flow_schema = req.flow_schema
-        key = (name, reason)
-        self.rejected_by_level[key] = self.rejected_by_level.get(key, 0) + 1
+        fs = rec.flow_schema = req.flow_schema
+        key = (name, fs, reason)
+        self.rejected_by_flow[key] = self.rejected_by_flow.get(key, 0) + 1
         now = self.env._now
         self.dropped.record(name, now)
         rec.retry_after_s = self.dropped.retry_after_s(name)

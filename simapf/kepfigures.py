@@ -300,6 +300,8 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
 def _unit(metric: str) -> tuple[float, str]:
     if metric.endswith("_bytes"):
         return 2**30, "GiB"
+    if metric.endswith("_per_s"):
+        return 1.0, "per s"
     if metric.startswith(("p50_s/", "p90_s/", "p99_s/")) or metric.endswith("_s"):
         return 1.0, "s"
     if "rate" in metric:

@@ -209,6 +209,9 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
     process = server.model.process
     cpu = series[series["metric"] == "process_cpu_seconds_total"].set_index("time_s")["value"]
     cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
+    gc_cpu = series[series["metric"] == "go_cpu_classes_gc_total_cpu_seconds_total"].set_index("time_s")["value"]
+    gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
+    gc_cycles = series[series["metric"] == "go_gc_duration_seconds_count"]["value"]
     duration = sc.run.duration_s
     rss = series[series["metric"] == "process_resident_memory_bytes"].set_index("time_s")["value"]
     ooms = series[series["metric"] == "simapf_oom_kills_total"].set_index("time_s")["value"]
@@ -281,6 +284,11 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             "peak_cores": float(cores.max()) if len(cores) else 0.0,
             "cores": server.model.params.cpu.cores,
             "mean_cores_steady": cpu_steady / (duration - steady),
+            # The Go GC's share (mark workers and assists); its CPU limiter holds it near half of
+            # GOMAXPROCS over a window, which a scrape interval's peak may pass a little.
+            "gc_mean_cores": float(gc_cpu.iloc[-1] / duration) if len(gc_cpu) else 0.0,
+            "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
+            "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
         },
         "process": {
             "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,

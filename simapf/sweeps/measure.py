@@ -7,8 +7,8 @@ temporary directory. Every backend goes through the same path, so results cannot
 
 The row flattens a run's summary into scalar columns a DataFrame can hold:
 
-    peak_rss_bytes, peak_heap_inuse_bytes, mean_cores, peak_cores, oom_kills, kills, down_s,
-    requests_total, requests_<outcome>, throughput_ok_per_s, apf_requests, apf_rejected,
+    peak_rss_bytes, peak_heap_inuse_bytes, mean_cores, peak_cores, gc_mean_cores, gc_cycles,
+    oom_kills, kills, down_s, requests_total, requests_<outcome>, throughput_ok_per_s, apf_requests, apf_rejected,
     rejection_rate, lists_dispatched, seats_per_list_mean, seats_per_list_max,
     requests/<level>, rejection_rate/<level>, rejection_rate/<level>/<reason>,
     served/<level>/<verb>, p50_s/<level>/<verb>, p99_s/<level>/<verb>
@@ -35,7 +35,8 @@ OUTCOMES = ("ok", "rejected", "unavailable", "failed")
 REASONS = ("queue-full", "time-out", "concurrency-limit")
 
 SCALAR_METRICS = (
-    "peak_rss_bytes", "peak_heap_inuse_bytes", "mean_cores", "peak_cores", "oom_kills", "kills", "down_s",
+    "peak_rss_bytes", "peak_heap_inuse_bytes", "mean_cores", "peak_cores", "gc_mean_cores", "gc_cycles",
+    "oom_kills", "kills", "down_s",
     "requests_total", *(f"requests_{o}" for o in OUTCOMES), "throughput_ok_per_s",
     "apf_requests", "apf_rejected", "rejection_rate", "lists_dispatched", "seats_per_list_mean", "seats_per_list_max",
 )  # fmt: skip
@@ -164,6 +165,8 @@ def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
         "peak_heap_inuse_bytes": float(s["memory"]["peak_heap_inuse_bytes"]),
         "mean_cores": float(s["cpu"]["mean_cores"]),
         "peak_cores": float(s["cpu"]["peak_cores"]),
+        "gc_mean_cores": float(s["cpu"]["gc_mean_cores"]),
+        "gc_cycles": int(s["cpu"]["gc_cycles"]),
         "oom_kills": int(s["process"]["oom_kills"]),
         "kills": int(s["process"]["kills"]),
         "down_s": float(s["process"]["down_s"]),

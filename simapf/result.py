@@ -149,7 +149,7 @@ def _latency_table(latencies: dict[tuple[str, str], array]) -> pd.DataFrame:
 
 
 CLIENT_LATENCY_COLUMNS = ["client", "verb", "requests", *CLIENT_OUTCOMES, "error_rate",
-                          "p50_s", "p90_s", "p99_s", "max_s"]  # fmt: skip
+                          "p50_s", "p90_s", "p99_s", "max_s", "mean_s", "min_s", "p95_s"]  # fmt: skip
 
 
 def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
@@ -164,12 +164,14 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
             lat = np.frombuffer(log.latency_s, dtype=np.float64)
             counts = np.bincount(np.frombuffer(log.outcome, dtype=np.uint8), minlength=len(CLIENT_OUTCOMES))
             n = int(lat.size)
-            p50, p90, p99 = (float(x) for x in np.percentile(lat, [50, 90, 99]))
+            p50, p90, p95, p99 = (float(x) for x in np.percentile(lat, [50, 90, 95, 99]))
             rows.append({
                 "client": g.spec.name, "verb": verb, "requests": n,
                 **{o: int(k) for o, k in zip(CLIENT_OUTCOMES, counts)},
                 "error_rate": float(1.0 - counts[0] / n), "p50_s": p50, "p90_s": p90, "p99_s": p99,
                 "max_s": float(lat.max()),
+                # What k6 prints for http_req_duration: avg, min, med, max, p(90), p(95).
+                "mean_s": float(lat.mean()), "min_s": float(lat.min()), "p95_s": p95,
             })  # fmt: skip
     return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
 
@@ -290,6 +292,10 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
             "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
         },
+        "admission_webhooks": [
+            {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
+            for w in (server.admission.webhooks if server.admission is not None else [])
+        ],
         "process": {
             "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
             "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,

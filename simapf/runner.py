@@ -28,6 +28,7 @@ from simapf.scenario.load import (
 from simapf.scenario.schema import Scenario
 from simapf.server.process import ProcessState
 from simapf.server.runtime import SimulatedAPIServer
+from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.clientgo import Timers
 from simapf.workload.clients import ClientGroup, Context, stream
 from simapf.workload.cluster import Cluster
@@ -67,6 +68,7 @@ class Simulation:
             object_stats=self.inventory,
             wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
             rng=stream(seed, "apiserver", 0, "work"),
+            admission=_admission(sc, env, seed),
         )
         self.server.model.set_watch_cache(self.inventory.cached_resources())
         self._cache_version = 0
@@ -119,6 +121,23 @@ class Simulation:
         if version != self._cache_version and model.state is ProcessState.UP:
             self._cache_version = version
             model.set_watch_cache(self.inventory.cached_resources())
+
+
+def _admission(sc: Scenario, env: simpy.Environment, seed: int) -> Admission | None:
+    """The scenario's admission webhooks, each with its own service-time stream."""
+    if not sc.admission_webhooks:
+        return None
+    specs = [
+        WebhookSpec(w.name, frozenset(w.verbs), frozenset(w.resources), w.type == "mutating", w.failure_policy,
+                    w.timeout_s, w.replicas, w.concurrency, w.service_time.mean_s, w.service_time.distribution,
+                    w.service_time.sigma)  # fmt: skip
+        for w in sc.admission_webhooks
+    ]
+
+    def call_at(delay_ns: int, fn) -> None:
+        env.timeout(delay_ns).callbacks.append(lambda _event: fn())
+
+    return Admission(specs, stream(seed, "webhooks", 0, "service"), call_at)
 
 
 def _progress_bar(total_s: float, name: str):

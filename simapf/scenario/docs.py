@@ -69,6 +69,9 @@ UNITS: dict[str, str] = {
     "RampEvent.to_count": "instances",
     "RunSpec.seed": "—",  # an identifier, not a quantity
     "RunSpec.max_requests": "requests",
+    "AdmissionWebhook.replicas": "pods",
+    "AdmissionWebhook.concurrency": "calls",
+    "WebhookServiceTime.sigma": "—",
 }
 
 _SUFFIX_UNITS = (("_per_s", "1/s"), ("_percent", "%"), ("_bytes", "bytes"), ("bytes_per_", "bytes"), ("_s", "s"))
@@ -339,7 +342,7 @@ SECTIONS = (
     ("apf", "How API Priority and Fairness is configured."),
 )
 
-SECTION_NAMES = tuple(name for name, _ in SECTIONS) + ("resources", "clients", "events")
+SECTION_NAMES = tuple(name for name, _ in SECTIONS) + ("resources", "clients", "events", "admission_webhooks")
 
 INTRO = """\
 # Scenario reference
@@ -415,6 +418,10 @@ def render() -> str:
             lines += [f"### {section}: {kind}", "", _doc(k), ""]
             lines += table(list(field_rows(k, f"{section}[].", skip=common)))
             lines.append("")
+
+    lines += ["## admission_webhooks", "", _doc(schema.AdmissionWebhook), ""]
+    lines += table(list(field_rows(schema.AdmissionWebhook, "admission_webhooks[].")))
+    lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

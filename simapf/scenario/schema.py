@@ -924,6 +924,32 @@ class RunSpec(_Model):
         return self.duration_s / 2 if self.steady_state_from_s is None else self.steady_state_from_s
 
 
+class WebhookServiceTime(_Model):
+    mean_s: float = Field(..., gt=0, le=3600, description="Mean time one call takes at the webhook's server.")
+    distribution: Literal["constant", "exponential", "lognormal"] = Field("exponential", description="constant, exponential, or lognormal with `sigma`.")
+    sigma: float = Field(0.5, gt=0, le=5, description="lognormal: the standard deviation of the log.")
+
+
+class AdmissionWebhook(_Model):
+    """An admission webhook the apiserver calls for matching requests, while they hold their
+    APF seats (simapf.server.webhooks): mutating ones first, then validating ones."""
+
+    name: str = Field(..., min_length=1, description="The webhook's name (metrics and the summary use it).")
+    type: Literal["mutating", "validating"] = Field("validating", description="MutatingWebhookConfiguration or ValidatingWebhookConfiguration.")
+    verbs: list[Literal["create", "update", "patch", "delete", "deletecollection"]] = Field(
+        ["create", "update", "patch"], min_length=1,
+        description="The requests it sees (upstream's operations CREATE, UPDATE (update and patch), DELETE).",
+    )
+    resources: list[str] = Field(default_factory=list, description="Resource names it sees; empty: all.")
+    failure_policy: Literal["Fail", "Ignore"] = Field(
+        "Fail", description="A call that times out fails the request (Fail, upstream's default) or is skipped (Ignore)."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=30, description="timeoutSeconds: default 10, at most 30 (upstream).")
+    replicas: int = Field(1, ge=1, le=10_000, description="Pods serving the webhook.")
+    concurrency: int = Field(1, ge=1, le=10_000, description="Calls one replica serves at once; more wait, first come first served.")
+    service_time: WebhookServiceTime = Field(..., description="How long one call takes at a free server.")
+
+
 class Scenario(_Model):
     name: str = Field("scenario", description="A short name, used in outputs.")
     description: str = Field("", description="What the scenario shows.")
@@ -934,6 +960,9 @@ class Scenario(_Model):
     resources: list[Resource] = Field(default_factory=list, description="The cluster's resources.")
     clients: list[Client] = Field(default_factory=list, description="Who sends requests.")
     events: list[Event] = Field(default_factory=list, description="What happens when.")
+    admission_webhooks: list[AdmissionWebhook] = Field(
+        default_factory=list, description="Admission webhooks called for matching requests while they hold their seats."
+    )
 
     @model_validator(mode="after")
     def _references(self) -> "Scenario":

@@ -12,7 +12,7 @@ limits, a new borrowing timer) and empty watch caches that refill from etcd.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import simpy
@@ -28,6 +28,9 @@ from simapf.server.model import ResourceModel
 from simapf.server.network import Link
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
+
+if TYPE_CHECKING:
+    from simapf.server.webhooks import Admission
 
 # Outcomes a client sees
 OK = "ok"
@@ -120,9 +123,12 @@ class SimulatedAPIServer:
         object_stats: ObjectStatsSource | None = None,
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
         rng: np.random.Generator | None = None,
+        admission: "Admission | None" = None,
     ) -> None:
-        """`rng`: the stream that varies each request's work (`request_cpu.work_cv`)."""
+        """`rng`: the stream that varies each request's work (`request_cpu.work_cv`).
+        `admission`: the admission webhooks writes pass through while they hold their seats."""
         self.env = env
+        self.admission = admission
         self.scheduler = SimPyScheduler(env)
         self.model = ResourceModel(env, params, rng)
         self._apf_args = dict(
@@ -251,6 +257,24 @@ class SimulatedAPIServer:
         key = (name, fs)
         self.dispatched_by_flow[key] = self.dispatched_by_flow.get(key, 0) + 1
         rec.seats = req.max_seats
+        if self.admission is not None:
+            a = rec.attrs
+            hooks = self.admission.matching(a.verb, a.resource)
+            if hooks:
+                self.admission.admit(hooks, self.env._now, lambda reason, rec=rec, req=req: self._admitted(rec, req, reason))
+                return
+        self._run_handler(rec, req)
+
+    def _admitted(self, rec: ServerRequest, req, reason: str) -> None:
+        if rec.outcome is not None or rec.incarnation != self.incarnation:
+            return  # the process died meanwhile, or the request timed out
+        if reason:
+            self.apf.finish(rec.apf)
+            self._end(rec, FAILED, reason)
+            return
+        self._run_handler(rec, req)
+
+    def _run_handler(self, rec: ServerRequest, req) -> None:
         if rec.service_ns is not None:
             self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
         elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec), req.seq, rec.link):

@@ -134,3 +134,27 @@ def test_a_reject_level_written_with_hand_size_0_replays(tmp_path):
     counts = run_replay(tmp_path / "level.json", tmp_path / "trace.csv", tmp_path / "out.csv")
     assert counts == {"requests": 3, "dispatched": 2, "rejected": 1}  # b finds the one seat taken
     assert "false,concurrency-limit" in (tmp_path / "out.csv").read_text().splitlines()[2]
+
+
+def test_an_unwritable_replay_output_is_one_line(tmp_path, monkeypatch):
+    # A read-only folder (simulated: tests may run as root, who can write anywhere) raised a
+    # PermissionError traceback before.
+    import errno
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    (tmp_path / "level.json").write_text('{"name": "l", "concurrencyLimit": 1, "queues": 0}')
+    (tmp_path / "trace.csv").write_text(
+        "id,arrival_s,flow,initial_seats,final_seats,additional_latency_s,service_s\na,0.0,fs/u,1,1,0,1.0\n")
+
+    def read_only(*_args, **_kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    res = CliRunner().invoke(main, ["replay", "--level", str(tmp_path / "level.json"), "--trace",
+                                    str(tmp_path / "trace.csv"), "--out", str(tmp_path / "out.csv")])  # fmt: skip
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"simapf: error: {tmp_path / 'out.csv'}: cannot write: Permission denied"

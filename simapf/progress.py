@@ -91,7 +91,19 @@ def _duration(seconds: float) -> str:
 
 def interactive() -> bool:
     """A terminal, or a notebook (whose stderr is no terminal but shows a bar well)."""
-    return sys.stderr.isatty() or "ipykernel" in sys.modules
+    return sys.stderr.isatty() or _in_notebook()
+
+
+def _in_notebook() -> bool:
+    """Code running in a Jupyter kernel (not merely a process that imported ipykernel)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # noqa: BLE001 (an IPython too old or too new to ask)
+        return False
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def progress_bar(total: float | None, desc: str, unit: str, enabled: bool = True, initial: float = 0,

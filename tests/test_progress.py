@@ -42,6 +42,8 @@ def test_a_sweep_under_ci_logs_its_progress(tmp_path, monkeypatch, capsys):
     spec = {"name": "logged", "base": {"name": "t", "run": {"duration_s": 5},
                                        "resources": [{"name": "configmaps", "count": 10, "object_size": {"mean_bytes": 1024}}]},
             "factors": {"run.duration_s": [5, 6]}}  # fmt: skip
+    import ipykernel  # noqa: F401  (imported by other tests; it does not make this a notebook)
+
     assert not simapf.progress.interactive()  # pytest captures stderr: no terminal here
     sweep(spec, backend="serial", progress=True)
     err = capsys.readouterr().err.splitlines()

@@ -421,8 +421,9 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
 @click.option("--name", default="imported", show_default=True, help="The scenario's name.")
 @click.option("--duration-s", default=300.0, show_default=True, type=click.FloatRange(min=1.0),
               help="How long the imported scenario runs.")
+@click.option("--force", is_flag=True, help="Replace the scenario file (and its .apf.yaml) if they exist.")
 def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s: float | None, name: str,
-                   duration_s: float) -> None:  # fmt: skip
+                   duration_s: float, force: bool) -> None:  # fmt: skip
     """Build a scenario from a real cluster's artefacts in ARTEFACTS: apf.yaml (kubectl get
     flowschemas,prioritylevelconfigurations -o yaml), metrics.txt (kubectl get --raw /metrics)
     and api-resources.txt (kubectl api-resources). Rates are averages since the apiserver started."""
@@ -439,7 +440,8 @@ def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s:
         if missing:
             raise SimapfError(f"{here}: no {missing[0]} here (see `simapf import --help` for how to collect it)")
         path = import_cluster(files["apf.yaml"], files["metrics.txt"], files["api-resources.txt"], Path(out),
-                              scraped_at_unix_s=scraped_at, uptime_s=uptime_s, name=name, duration_s=duration_s)  # fmt: skip
+                              scraped_at_unix_s=scraped_at, uptime_s=uptime_s, name=name, duration_s=duration_s,
+                              force=force)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     click.echo(f"wrote {path} (run it: simapf run {path})")

@@ -90,8 +90,17 @@ def _fmt_rate(x: float) -> float:
 
 
 def import_cluster(apf: Path, metrics: Path, api_resources: Path, out: Path, *, scraped_at_unix_s: float | None = None,
-                   uptime_s: float | None = None, name: str = "imported", duration_s: float = 300) -> Path:  # fmt: skip
-    """Write the scenario (and a copy of the APF objects beside it); returns its path."""
+                   uptime_s: float | None = None, name: str = "imported", duration_s: float = 300,
+                   force: bool = False) -> Path:  # fmt: skip
+    """Write the scenario (and a copy of the APF objects beside it); returns its path. Existing
+    files are not replaced unless `force`."""
+    out = Path(out)
+    apf_copy = out.with_name(out.stem + ".apf.yaml")
+    for path in (out, apf_copy):
+        if path.exists() and not force:
+            raise ConfigError(f"{path}: exists; simapf does not replace it unless --force")
+    if not out.parent.is_dir():
+        raise ConfigError(f"{out}: folder {str(out.parent)!r} does not exist")
     samples = read_metrics(metrics)
     kinds = read_api_resources(api_resources)
     if uptime_s is None:
@@ -175,8 +184,6 @@ def import_cluster(apf: Path, metrics: Path, api_resources: Path, out: Path, *, 
                         "identity": {"service_account": f"imported/watch-{plural}"}, "resource": key})  # fmt: skip
         notes.append(f"watch-{key}: {int(value)} open watches (apiserver_longrunning_requests)")
 
-    out = Path(out)
-    apf_copy = out.with_name(out.stem + ".apf.yaml")
     scenario = {
         "name": name,
         "description": f"Imported from {metrics.name}, {api_resources.name} and {apf.name}: the cluster's objects, "

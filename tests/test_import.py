@@ -58,3 +58,12 @@ def test_without_a_time_the_counters_cannot_be_rates(tmp_path):
     assert list(tmp_path.iterdir()) == []
     res = CliRunner().invoke(main, ["import", str(tmp_path), "-o", str(tmp_path / "x.yaml"), "--uptime-s", "60"])
     assert res.exit_code == 2 and "no apf.yaml here" in res.stderr
+
+
+def test_an_existing_scenario_file_is_not_replaced(imported):
+    before = imported.read_text()
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(imported), "--uptime-s", "60"])
+    assert res.exit_code == 2 and "exists" in res.stderr and "--force" in res.stderr
+    assert imported.read_text() == before
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(imported), "--uptime-s", "60", "--force"])
+    assert res.exit_code == 0 and "uptime 60 s" in imported.read_text()

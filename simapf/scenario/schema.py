@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
 from simapf.server.params import Bytes, OptionalBytes
 
 # --------------------------------------------------------------------------------------------
@@ -228,7 +229,7 @@ class Estimator(_Model):
     """APF's work estimator."""
 
     list_policy: str = Field(
-        "upstream",
+        DEFAULT_LIST_POLICY,
         description=(
             "How LIST (and WatchList initialisation) seats are computed: upstream, size-based, count-based, "
             "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own. "

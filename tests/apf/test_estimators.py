@@ -847,3 +847,12 @@ def test_constant_property_ignores_cap():
     # the one policy exempt from the cap property: its width is exactly what was asked
     for pl in (0, 1, 8, 500):
         assert WorkEstimator("constant", list_params={"seats": 250}).estimate(pods(), ctx_for(pl)).initial_seats == 250
+
+
+def test_one_default_list_policy_everywhere():
+    # The registry once defaulted to size-based while WorkEstimator and scenarios used upstream.
+    from simapf.apf.estimators import DEFAULT_LIST_POLICY, make_list_policy
+    from simapf.scenario.schema import Estimator
+
+    assert DEFAULT_LIST_POLICY == "upstream" == Estimator().list_policy
+    assert type(make_list_policy()) is type(WorkEstimator().list_policy)

@@ -28,7 +28,9 @@ from simapf.apf.estimators.listing import (
     UpstreamListPolicy,
 )
 
-DEFAULT_LIST_POLICY = "size-based"
+# One default everywhere (the registry, WorkEstimator and the scenario schema): what kube-apiserver
+# does, the size- or count-based estimate as its SizeBasedListCostEstimate gate says.
+DEFAULT_LIST_POLICY = "upstream"
 
 _REGISTRY: dict[str, type] = {
     cls.name: cls

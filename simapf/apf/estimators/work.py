@@ -31,7 +31,7 @@ from simapf.apf.estimators.base import (
     EstimatorConfigError,
     initial_only,
 )
-from simapf.apf.estimators.registry import make_list_policy
+from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY, make_list_policy
 from simapf.apf.estimators.serving import served_from_cache_by_estimator
 from simapf.apf.gomath import go_round
 from simapf.apf.limits import MAXIMUM_MUTATING_SEATS_LIMIT
@@ -131,7 +131,7 @@ class WorkEstimator:
         mutating: MutatingEstimatorConfig | None = None,
     ) -> None:
         if list_policy is None:
-            list_policy = "upstream"
+            list_policy = DEFAULT_LIST_POLICY
         self.list_policy = make_list_policy(list_policy, **(list_params or {}))
         self.watch_config = watch or WatchInitConfig()
         self.mutating_config = mutating or MutatingEstimatorConfig()

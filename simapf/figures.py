@@ -58,9 +58,8 @@ def _overview(result: "Result") -> "Figure":
     if limit:
         ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
     # OOM kills happen between scrapes: marked at the scrape after each, at the RSS it reached.
-    kills = result.rate("simapf_oom_kills_total").sum(axis=1) if "simapf_oom_kills_total" in set(
-        result.series["metric"].unique()) else None
-    if kills is not None and (kills > 0).any():
+    kills = result.rate("simapf_oom_kills_total").sum(axis=1)
+    if (kills > 0).any():
         reached = summary["memory"].get("rss_at_oom_kill_bytes") or limit or 0.0
         at = kills.index[kills > 0]
         ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")

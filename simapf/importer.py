@@ -85,6 +85,16 @@ def read_metrics(path: Path) -> dict[str, list[tuple[dict[str, str], float]]]:
     return samples
 
 
+def _get_totals(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> dict[tuple[str, str], float]:
+    """`name`'s GET samples summed per (group, resource), over scopes and versions."""
+    totals: dict[tuple[str, str], float] = {}
+    for labels, value in samples.get(name, []):
+        if labels.get("verb") == "GET":
+            key = (labels.get("group", ""), labels.get("resource", ""))
+            totals[key] = totals.get(key, 0.0) + value
+    return totals
+
+
 def _fmt_rate(x: float) -> float:
     return float(f"{x:.3g}")
 
@@ -125,19 +135,11 @@ def import_cluster(apf: Path, metrics: Path, api_resources: Path, out: Path, *, 
         r.sources.append(f"count: apiserver_storage_objects{{resource=\"{labels['resource']}\"}}")
     namespaces = max(1, resources.get(("", "namespaces"), _Resource("namespaces", count=1)).count)
 
-    sizes: dict[tuple[str, str], tuple[float, float]] = {}
-    for labels, value in samples.get("apiserver_response_sizes_sum", []):
-        if labels.get("verb") == "GET":
-            key = (labels.get("group", ""), labels.get("resource", ""))
-            sizes[key] = (sizes.get(key, (0.0, 0.0))[0] + value, sizes.get(key, (0.0, 0.0))[1])
-    for labels, value in samples.get("apiserver_response_sizes_count", []):
-        if labels.get("verb") == "GET":
-            key = (labels.get("group", ""), labels.get("resource", ""))
-            sizes[key] = (sizes.get(key, (0.0, 0.0))[0], sizes.get(key, (0.0, 0.0))[1] + value)
+    get_bytes = _get_totals(samples, "apiserver_response_sizes_sum")
+    gets = _get_totals(samples, "apiserver_response_sizes_count")
     for key, r in resources.items():
-        total, n = sizes.get(key, (0.0, 0.0))
-        if n > 0:
-            r.object_bytes = total / n
+        if gets.get(key, 0.0) > 0:
+            r.object_bytes = get_bytes.get(key, 0.0) / gets[key]
             r.sources.append("object size: mean GET response size (apiserver_response_sizes)")
 
     # Request classes: (group, resource, verb, scope) -> requests since the process started.

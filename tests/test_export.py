@@ -25,12 +25,16 @@ def run_dir(tmp_path_factory):
     return out, result.summary
 
 
+def _export(out, tmp_path, *extra: str) -> str:
+    """`simapf export --format openmetrics` of the run in `out`; the text it wrote."""
+    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om"), *extra])
+    assert res.exit_code == 0, res.output
+    return (tmp_path / "run.om").read_text()
+
+
 def test_openmetrics_parses_back_with_the_runs_counts(run_dir, tmp_path):
     out, summary = run_dir
-    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om"),
-                                    "--start", str(START)])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    text = (tmp_path / "run.om").read_text()
+    text = _export(out, tmp_path, "--start", str(START))
     assert text.rstrip().endswith("# EOF")
     families = {f.name: f for f in text_string_to_metric_families(_without_histograms(text))}
     requests = families["apiserver_request"]
@@ -112,9 +116,7 @@ def test_histograms_have_upstreams_buckets_and_give_the_summarys_percentiles_wit
     from simapf.histograms import APF_WAIT, REQUEST_DURATION, quantile
 
     out, summary = run_dir
-    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om")])
-    assert res.exit_code == 0, res.output
-    families = {f.name: f for f in text_string_to_metric_families(_last_point((tmp_path / "run.om").read_text()))}
+    families = {f.name: f for f in text_string_to_metric_families(_last_point(_export(out, tmp_path)))}
     duration = families["apiserver_request_duration_seconds"]
     assert duration.type == "histogram"
     bounds, cumulative, total = _last_histogram(duration, verb="LIST", resource="configmaps", scope="cluster")
@@ -137,9 +139,7 @@ def test_histograms_have_upstreams_buckets_and_give_the_summarys_percentiles_wit
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Prometheus) is not installed")
 def test_promtool_loads_the_export_into_a_prometheus_tsdb(run_dir, tmp_path):
     out, summary = run_dir
-    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om"),
-                                    "--start", str(START)])  # fmt: skip
-    assert res.exit_code == 0, res.output
+    _export(out, tmp_path, "--start", str(START))
     proc = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "run.om"),
                            str(tmp_path / "tsdb")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -156,9 +156,7 @@ def test_promtool_loads_the_export_into_a_prometheus_tsdb(run_dir, tmp_path):
 
 def test_apf_counters_carry_the_flow_schema_label(run_dir, tmp_path):
     out, summary = run_dir
-    res = CliRunner().invoke(main, ["export", str(out), "--format", "openmetrics", "-o", str(tmp_path / "run.om")])
-    assert res.exit_code == 0, res.output
-    families = {f.name: f for f in text_string_to_metric_families(_without_histograms((tmp_path / "run.om").read_text()))}
+    families = {f.name: f for f in text_string_to_metric_families(_without_histograms(_export(out, tmp_path)))}
     dispatched = families["apiserver_flowcontrol_dispatched_requests"]
     assert {s.labels["flow_schema"] for s in dispatched.samples} == {"global-default"}
     assert {s.labels["priority_level"] for s in dispatched.samples} == {"global-default"}

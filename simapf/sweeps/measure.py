@@ -11,7 +11,8 @@ The row flattens a run's summary into scalar columns a DataFrame can hold:
     oom_kills, kills, down_s, requests_total, requests_<outcome>, throughput_ok_per_s, apf_requests, apf_rejected,
     rejection_rate, lists_dispatched, seats_per_list_mean, seats_per_list_max,
     requests/<level>, rejection_rate/<level>, rejection_rate/<level>/<reason>,
-    served/<level>/<verb>, p50_s/<level>/<verb>, p99_s/<level>/<verb>
+    served/<level>/<verb>, p50_s/<level>/<verb>, p99_s/<level>/<verb>,
+    client_error_rate/<client>/<verb>, client_p99_s/<client>/<verb>, client_p99_ok_s/<client>/<verb>
 
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
@@ -20,6 +21,7 @@ plus `wall_s` (the only column that differs between two runs of the same task) a
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import tempfile
 import time
@@ -40,8 +42,11 @@ SCALAR_METRICS = (
     "requests_total", *(f"requests_{o}" for o in OUTCOMES), "throughput_ok_per_s",
     "apf_requests", "apf_rejected", "rejection_rate", "lists_dispatched", "seats_per_list_mean", "seats_per_list_max",
 )  # fmt: skip
-# Columns per priority level (and verb): metric/<level>[/<verb or reason>].
-PATTERN_METRICS = ("requests", "rejection_rate", "served", "p50_s", "p99_s")
+# Columns per priority level (and verb): metric/<level>[/<verb or reason>]; per client group and
+# verb as the client saw its requests: client_*/<client>/<verb> (client_p99_ok_s: the time within
+# which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.result.p99_ok).
+PATTERN_METRICS = ("requests", "rejection_rate", "served", "p50_s", "p99_s",
+                   "client_error_rate", "client_p99_s", "client_p99_ok_s")  # fmt: skip
 RUN_INFO = ("wall_s", "simapf_version")
 
 
@@ -195,4 +200,10 @@ def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
         row[f"served/{where}"] = int(lat["count"])
         row[f"p50_s/{where}"] = float(lat["p50_s"])
         row[f"p99_s/{where}"] = float(lat["p99_s"])
+    for client in s["clients"]:
+        for verb, x in client.get("by_verb", {}).items():
+            where = f"{client['client']}/{verb}"
+            row[f"client_error_rate/{where}"] = float(x["error_rate"])
+            row[f"client_p99_s/{where}"] = float(x["p99_s"])
+            row[f"client_p99_ok_s/{where}"] = float(x["p99_ok_s"]) if x.get("p99_ok_s") is not None else math.inf
     return row

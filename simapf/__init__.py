@@ -7,7 +7,7 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "compare", "load_scenario", "load_sweep", "run", "sweep"]
+__all__ = ["__version__", "compare", "load_scenario", "load_sweep", "optimize", "run", "sweep"]
 
 
 def __getattr__(name: str):
@@ -28,6 +28,10 @@ def __getattr__(name: str):
         from simapf.sweeps import sweep
 
         return sweep
+    if name == "optimize":
+        from simapf.search import optimize
+
+        return optimize
     if name == "load_sweep":
         from simapf.sweeps import load_sweep
 

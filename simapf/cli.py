@@ -351,6 +351,56 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     click.echo(format_sweep(df), nl=False)
 
 
+@main.command("optimize")
+@click.argument("spec_path", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Result directory (every run, the study, the report); rerunning with the same one resumes. "
+                   "Default: the file's `out`, else ./optimize-NAME.")
+@click.option("--trials", type=click.IntRange(min=1), help="Trials in all (overrides the file's `trials`).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Worker processes (joblib; default all cores), or workers of a local Dask cluster.")
+@dask_option
+@click.option("--backend", type=click.Choice(["joblib", "dask", "serial"]),
+              help="Override the file's backend.kind.")
+@force_option
+@click.option("--allow-user-code", is_flag=True,
+              help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Progress over trials on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, workers: int | None,
+                     dask_address: str | None, backend: str | None, force: bool, allow_user_code: bool,
+                     progress: bool) -> None:  # fmt: skip
+    """Search settings that keep constraints in every scenario and seed at the best objective.
+
+    Optuna's TPE sampler picks the settings (any numeric or listed scenario field: a LIST
+    policy's parameters, a priority level's shares); every trial runs each scenario with each
+    seed, through the same backends as sweeps. Prints the best settings, the settings compared
+    with (every shipped LIST policy unless the file says otherwise) and the Pareto front of
+    peak memory against the objective; writes them, and pareto.png, to the result directory.
+    """
+    from pathlib import Path
+
+    try:
+        from simapf.search import load_optimize_spec, optimize
+
+        loaded = load_optimize_spec(spec_path)
+        if out_dir is None:
+            out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"optimize-{loaded.name}"
+        try:
+            result = optimize(loaded, Path(out_dir), trials=trials, workers=workers, backend=backend,
+                              dask=dask_address, progress=progress, force=force,
+                              allow_user_code=allow_user_code)  # fmt: skip
+        except OSError as err:
+            raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
+    except SimapfError as err:
+        _fail(err)
+    except KeyboardInterrupt:
+        click.echo(f"simapf: interrupted; finished runs are in {out_dir}: run the same command to resume",
+                   err=True)  # fmt: skip
+        sys.exit(130)
+    click.echo(result.summary_text(), nl=False)
+
+
 @main.command()
 @click.option("--data", "data_path", type=click.Path(dir_okay=False),
               help="Measured CSV (default: calibration/list-memory-experiments.csv).")

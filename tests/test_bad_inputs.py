@@ -33,6 +33,7 @@ COMMANDS = {
     "sweep": ["sweep", "{file}", "--out", "{out}/sweep", "--workers", "1", "--no-progress"],
     "policy": ["run", "{file}", "--out", "{out}/run", "--no-progress"],
     "figures": ["figures", "{file}", "--out", "{out}/figures"],
+    "optimize": ["optimize", "{file}", "--out", "{out}/search", "--workers", "1", "--no-progress"],
 }  # fmt: skip
 
 

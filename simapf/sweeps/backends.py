@@ -13,7 +13,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
@@ -97,27 +97,42 @@ def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[dict]:
     yield from parallel(delayed(execute)(t) for t in tasks)
 
 
+@contextmanager
+def session(backend: Backend) -> Iterator[Callable[[Sequence[RunTask]], Iterator[dict]]]:
+    """A `run_tasks` for many batches in turn (a search's trials): a Dask backend keeps one
+    client (and a local cluster) for all of them instead of starting one per batch."""
+    if backend.kind != "dask":
+        yield lambda tasks: run_tasks(tasks, backend)
+        return
+    with dask_client(backend) as client:
+        yield lambda tasks: _dask_on(client, tasks) if tasks else iter(())
+
+
 def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
     with dask_client(backend) as client:
-        from distributed import as_completed  # importable once dask_client has started
+        yield from _dask_on(client, tasks)
 
-        # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
-        # that share a scheduler from sharing (or cancelling) each other's futures.
-        token = uuid.uuid4().hex[:8]
-        keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
-        futures = client.map(execute, list(tasks), key=keys, pure=False)
-        try:
-            for future in as_completed(futures):
-                row = future.result()
-                if row.get("simapf_version") != __version__:
-                    raise SimapfError(
-                        f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
-                        "install the same version on the workers"
-                    )
-                future.release()
-                yield row
-        finally:
-            client.cancel([f for f in futures if not f.done()])
+
+def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[dict]:
+    from distributed import as_completed  # importable once dask_client has started
+
+    # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
+    # that share a scheduler from sharing (or cancelling) each other's futures.
+    token = uuid.uuid4().hex[:8]
+    keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
+    futures = client.map(execute, list(tasks), key=keys, pure=False)
+    try:
+        for future in as_completed(futures):
+            row = future.result()
+            if row.get("simapf_version") != __version__:
+                raise SimapfError(
+                    f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
+                    "install the same version on the workers"
+                )
+            future.release()
+            yield row
+    finally:
+        client.cancel([f for f in futures if not f.done()])
 
 
 @contextmanager

@@ -92,18 +92,28 @@ def write_run(out: Path, row: dict[str, Any]) -> Path:
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    write_manifest_file(out / MANIFEST, manifest)
+
+
+def write_manifest_file(path: Path, manifest: dict[str, Any]) -> None:
     text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
-    _atomic_write(out / MANIFEST, lambda f: f.write(text.encode("utf-8")))
+    _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
-    path = out / MANIFEST
+    return read_manifest_file(out / MANIFEST)
+
+
+def read_manifest_file(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable sweep manifest: {exc}") from None
+        raise ConfigError(f"{path}: unreadable manifest: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: unreadable manifest: not a JSON object")
+    return data
 
 
 def _read_run(path: Path, run_id: str):

@@ -1,0 +1,83 @@
+"""Policy search: settings that keep constraints (no OOM kill, peak RSS under a bound) in every
+scenario and seed at the best objective (a p99 latency, say), found with Optuna.
+
+    spec     the optimisation file (scenarios, seeds, parameters, objective, constraints)
+    scores   a trial's objective over its runs, its constraints' worst cases
+    study    the sampler's loop, runs through the sweep backends, the resumable directory
+    report   the best settings, the trials, the compared settings, the Pareto figure
+
+    result = simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt")
+    print(result.summary_text())
+
+The package is `search`, not `optimize`, so that importing it never replaces the function
+`simapf.optimize` with a module.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from simapf.errors import ConfigError
+from simapf.search.report import OptimizeResult, write_report
+from simapf.search.study import (
+    Evaluator,
+    import_optuna,
+    refuse_user_code,
+    result_directory,
+    resume,
+    search,
+    study_for,
+)
+from simapf.search.spec import LoadedOptimization, OptimizeSpec, load_optimize_spec
+from simapf.sweeps.backends import choose, release_workers, session
+
+__all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "load_optimize_spec", "optimize"]
+
+
+def optimize(
+    spec: str | Path | dict | LoadedOptimization,
+    out: str | Path | None = None,
+    *,
+    trials: int | None = None,
+    workers: int | None = None,
+    backend: str | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+    force: bool = False,
+    allow_user_code: bool = False,
+) -> OptimizeResult:
+    """Run (or resume) a search and return what it found.
+
+    `out`: the result directory (default: the file's `out`; neither: in memory only). It must
+    be new, empty, this search's own directory (which resumes it), or `force`. `trials`
+    overrides the file's. `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a
+    scheduler address) choose where runs execute, as for sweeps; the result does not depend on
+    them. On Dask workers a scenario's own policy module runs only with `allow_user_code`.
+    """
+    optuna = import_optuna()
+    loaded = spec if isinstance(spec, LoadedOptimization) else load_optimize_spec(spec)
+    s = loaded.spec
+    chosen = choose(backend, workers, dask, s.backend.kind, s.backend.workers, s.backend.address)
+    if chosen.kind == "dask" and not allow_user_code:
+        refuse_user_code(loaded)
+    n_trials = trials if trials is not None else s.trials
+    if n_trials < 1:
+        raise ConfigError(f"--trials: must be at least 1, got {n_trials}")
+    out_dir = Path(out) if out is not None else (loaded.base_dir / s.out if s.out else None)
+    start = time.perf_counter()
+    with result_directory(out_dir, loaded, force) as (runs_dir, storage):
+        study = study_for(optuna, loaded, storage)
+        try:
+            with session(chosen) as run:
+                ev = Evaluator(loaded, run, runs_dir)
+                compared = {label: ev.evaluate(settings) for label, settings in loaded.compare_with.items()}
+                resume(optuna, study)
+                search(optuna, study, ev, n_trials, progress)
+        finally:
+            release_workers()
+        result = OptimizeResult.build(loaded, study, compared, ev.ran, out_dir, chosen.describe(),
+                                      time.perf_counter() - start)  # fmt: skip
+        if out_dir is not None:
+            write_report(result, out_dir)
+    return result

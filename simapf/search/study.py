@@ -1,0 +1,287 @@
+"""The search: Optuna's TPE sampler asks for settings `batch` trials at a time, their runs go
+through the sweep backends seed by seed, and each trial is told its score (simapf.search.scores).
+
+With the worst case as aggregate a trial stops early, exactly: once a constraint fails in one run,
+or the worst value so far is already worse than the best feasible trial's, no further run can
+change the verdict. Optuna records such a trial as pruned.
+
+A run is known by what it simulates, so the same scenario and seed asked for by two trials (or by
+a compared setting) runs once; with a result directory every finished run is written to `runs/`
+(the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from simapf import __version__
+from simapf.errors import ConfigError, SimapfError
+from simapf.search.scores import Evaluation, better, objective_value, violations, worst
+from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
+from simapf.sweeps import store
+from simapf.sweeps.measure import RunTask, bundle
+from simapf.sweeps.plan import canonical_json, digest
+
+MANIFEST = "_optimize.json"
+JOURNAL = "study.journal"
+RUNS = "runs"
+
+
+# ------------------------------------------------------------------------------- runs
+
+
+class Evaluator:
+    """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`)."""
+
+    def __init__(self, loaded: LoadedOptimization, run: Callable[[Sequence[RunTask]], Iterator[dict]],
+                 runs_dir: Path | None) -> None:  # fmt: skip
+        self.loaded = loaded
+        self.run = run
+        self.runs_dir = runs_dir
+        self.rows: dict[str, dict[str, Any]] = {}  # run id -> row, this session's and the directory's
+        s = loaded.spec
+        self.metrics = list(dict.fromkeys([s.objective.metric, *(c.metric for c in s.constraints), "peak_rss_bytes"]))
+        self.ran = 0
+
+    def task(self, case: ScenarioCase, settings: dict[str, Any], seed: int) -> RunTask:
+        data, files = bundle(self.loaded.load(case, settings, seed))
+        # A run is known by what it simulates: the same scenario, seed and files is the same run,
+        # whichever trial (or compared setting) asked for it.
+        rid = digest({"scenario": data, "files": [[n, hashlib.sha256(c).hexdigest()] for n, c in files]}).hex()[:16]
+        key = {"run_id": rid, "scenario": case.name, "seed": seed, "settings": canonical_json(settings)}
+        return RunTask(key=key, scenario=data, files=files, label=rid)
+
+    def results(self, tasks: list[RunTask]) -> dict[str, dict[str, Any]]:
+        """Rows of `tasks` by run id: finished ones from before, the rest run now."""
+        wanted = {t.key["run_id"] for t in tasks} - set(self.rows)
+        if wanted and self.runs_dir is not None:
+            for rid, table in store.scan(self.runs_dir, wanted).items():
+                self.rows[rid] = table.to_pylist()[0]
+        todo, seen = [], set()
+        for t in tasks:
+            rid = t.key["run_id"]
+            if rid not in self.rows and rid not in seen:
+                seen.add(rid)
+                todo.append(t)
+        for row in self.run(todo):
+            if self.runs_dir is not None:
+                store.write_run(self.runs_dir, row)
+            self.rows[row["run_id"]] = row
+            self.ran += 1
+        return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
+
+    def evaluate(self, settings: dict[str, Any]) -> Evaluation:
+        """Every run of `settings` (a compared setting: no early stop)."""
+        tasks = [self.task(c, settings, seed) for seed in self.loaded.spec.seeds for c in self.loaded.cases]
+        rows = self.results(tasks)
+        ev = Evaluation(dict(settings))
+        for t in tasks:
+            ev.add(t.key["run_id"], rows[t.key["run_id"]], self.metrics)
+        return ev
+
+
+# ------------------------------------------------------------------------------- the search
+
+
+def import_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise SimapfError("simapf optimize needs Optuna: pip install 'simapf[optimize]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def study_for(optuna, loaded: LoadedOptimization, storage):
+    s = loaded.spec
+    sampler = optuna.samplers.TPESampler(seed=s.seed, n_startup_trials=s.startup_trials)
+    return optuna.create_study(storage=storage, sampler=sampler, study_name=loaded.name,
+                               direction=s.objective.direction, load_if_exists=True)  # fmt: skip
+
+
+def distributions(optuna, parameters: dict[str, Parameter]) -> dict[str, Any]:
+    d = optuna.distributions
+    out = {}
+    for key, p in parameters.items():
+        if p.choices is not None:
+            out[key] = d.CategoricalDistribution(p.choices)
+        elif p.type == "int":
+            out[key] = d.IntDistribution(int(p.low), int(p.high), log=p.log)
+        else:
+            out[key] = d.FloatDistribution(p.low, p.high, log=p.log)
+    return out
+
+
+def resume(optuna, study) -> None:
+    """Trials a killed search left running are failed and asked again, with the same settings."""
+    TrialState = optuna.trial.TrialState
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(t.number, state=TrialState.FAIL)
+        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+
+
+def _finished(optuna, study) -> int:
+    TrialState = optuna.trial.TrialState
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def _best_feasible(optuna, study, loaded: LoadedOptimization) -> float | None:
+    best = None
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.user_attrs.get("feasible") and (best is None or better(loaded, t.value, best)):
+            best = t.value
+    return best
+
+
+def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool) -> None:
+    from simapf.progress import progress_bar
+
+    loaded = ev.loaded
+    space = distributions(optuna, loaded.spec.parameters)
+    done = _finished(optuna, study)
+    bar = progress_bar(max(n_trials, done), loaded.name, "trials", progress, initial=done)
+    try:
+        while done < n_trials:
+            batch = [study.ask(space) for _ in range(min(loaded.spec.batch, n_trials - done))]
+            for trial in _run_batch(optuna, study, ev, batch):
+                bar.update(1)
+            done = _finished(optuna, study)
+    finally:
+        bar.close()
+
+
+def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
+    """Run a batch of trials seed by seed, stop the ones whose verdict is settled, tell them all."""
+    loaded = ev.loaded
+    s = loaded.spec
+    TrialState = optuna.trial.TrialState
+    evals = {t.number: Evaluation(dict(t.params)) for t in batch}
+    alive = {t.number: t for t in batch}
+    errors: dict[int, str] = {}
+    stopped: dict[int, str] = {}
+    best = _best_feasible(optuna, study, loaded)
+    total = len(s.seeds) * len(loaded.cases)
+    for r, seed in enumerate(s.seeds):
+        tasks = {}
+        for n in list(alive):
+            try:
+                tasks[n] = [ev.task(c, evals[n].settings, seed) for c in loaded.cases]
+            except ConfigError as exc:  # a setting inside the ranges that the scenario refuses
+                errors[n] = str(exc)
+                del alive[n]
+        rows = ev.results([t for ts in tasks.values() for t in ts])
+        for n, ts in tasks.items():
+            for t in ts:
+                evals[n].add(t.key["run_id"], rows[t.key["run_id"]], ev.metrics)
+        if s.objective.aggregate != "worst" or r == len(s.seeds) - 1:
+            continue
+        for n in list(alive):
+            e = evals[n]
+            if max(violations(loaded, e), default=-1.0) > 0:
+                stopped[n] = f"a constraint fails after {len(e.runs)} of {total} runs"
+            elif best is not None and not better(loaded, objective_value(loaded, e.values[s.objective.metric]), best):
+                stopped[n] = f"cannot beat the best feasible trial after {len(e.runs)} of {total} runs"
+            else:
+                continue
+            del alive[n]
+    for trial in batch:
+        n = trial.number
+        e = evals[n]
+        if n in errors:
+            trial.set_user_attr("error", errors[n])
+            study.tell(trial, state=TrialState.FAIL)
+            yield trial
+            continue
+        value = objective_value(loaded, e.values.get(s.objective.metric, []))
+        v = violations(loaded, e)
+        for c, x in zip(s.constraints, v):
+            trial.set_constraint(c.metric, x)  # the sampler ranks trials that break one below all others
+        trial.set_user_attr("feasible", all(x <= 0 for x in v))
+        trial.set_user_attr("runs", e.runs)
+        trial.set_user_attr("runs_total", total)
+        for metric, values in e.values.items():
+            trial.set_user_attr(f"worst:{metric}", _json_number(worst(values)))
+        if n in stopped:
+            trial.set_user_attr("stopped", stopped[n])
+            trial.report(value, step=len(e.runs))
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, value)
+        yield trial
+
+
+def _json_number(x: float) -> float | None:
+    # Optuna keeps user attributes as JSON, which has no NaN or infinity.
+    return x if math.isfinite(x) else None
+
+
+def refuse_user_code(loaded: LoadedOptimization) -> None:
+    from simapf.scenario.load import user_policies
+
+    first = {k: p.ends()[0] for k, p in loaded.spec.parameters.items()}
+    for label, settings in [("", first), *loaded.compare_with.items()]:
+        for case in loaded.cases:
+            for spec, where in user_policies(loaded.load(case, settings, loaded.spec.seeds[0]).scenario):
+                raise ConfigError(
+                    f"{loaded.source}: scenarios.{case.name}: {where}.list_policy: {spec.list_policy!r} is your own "
+                    "Python code; a search runs it on the Dask workers only when you allow it (--allow-user-code)"
+                )
+    for key, p in loaded.spec.parameters.items():
+        for value in p.choices or []:
+            if isinstance(value, str) and ":" in value:
+                raise ConfigError(
+                    f"{loaded.source}: parameters.{key}: {value!r} is your own Python code; a search runs it on the "
+                    "Dask workers only when you allow it (--allow-user-code)"
+                )
+
+
+# ------------------------------------------------------------------------------- the directory
+
+
+@contextmanager
+def result_directory(out: Path | None, loaded: LoadedOptimization, force: bool) -> Iterator[tuple[Path | None, Any]]:
+    """The runs' directory and the study's storage: in memory without `out`; else `out/runs` and
+    an Optuna journal in `out`, which must be new, empty, this search's, or `force`. Locked while
+    the search runs; a search that fails before its first run is written leaves no directory it
+    made."""
+    import optuna
+
+    if out is None:
+        yield None, optuna.storages.InMemoryStorage()
+        return
+    if out.exists() and not out.is_dir():
+        raise SimapfError(f"--out {out}: exists and is not a directory")
+    manifest = store.read_manifest_file(out / MANIFEST)
+    if out.is_dir() and manifest is None and any(out.iterdir()) and not force:
+        raise SimapfError(
+            f"--out {out}: directory is not empty and holds no simapf search; choose a new directory, or pass "
+            "--force to write the search's files beside what is there"
+        )
+    key = loaded.definition_key()
+    if manifest is not None and manifest.get("key") != key:
+        raise ConfigError(
+            f"{out}: holds another search ({manifest.get('name')!r}: its scenarios, seeds, parameters, objective, "
+            "constraints or sampler differ); use another --out or remove that directory"
+        )
+    made = out.absolute()  # the topmost directory this search creates, if any
+    while not made.parent.exists():
+        made = made.parent
+    created = not made.exists()
+    (out / RUNS).mkdir(parents=True, exist_ok=True)
+    try:
+        with store.locked(out):
+            store.write_manifest_file(out / MANIFEST, {
+                "simapf_version": __version__, "name": loaded.name, "source": loaded.source, "key": key,
+            })  # fmt: skip
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            yield out / RUNS, JournalStorage(JournalFileBackend(str(out / JOURNAL)))
+    except BaseException:
+        if created and not any(True for _ in store.run_files(out / RUNS)):
+            shutil.rmtree(made, ignore_errors=True)
+        raise

@@ -15,10 +15,10 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 TIMEOUT_S = 120  # a notebook's budget at CI size on two cores
 
 
-def test_there_are_four_notebooks_stored_without_outputs():
+def test_there_are_five_notebooks_stored_without_outputs():
     import nbformat
 
-    assert len(NOTEBOOKS) >= 4
+    assert len(NOTEBOOKS) >= 5
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         assert nb.cells[0].cell_type == "markdown" and "**Question" in nb.cells[0].source, path.name

@@ -27,6 +27,7 @@ from simapf.scenario.load import (
 )
 from simapf.scenario.schema import Scenario
 from simapf.server.process import ProcessState
+from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.clientgo import Timers
@@ -71,6 +72,9 @@ class Simulation:
             admission=_admission(sc, env, seed),
         )
         self.server.model.set_watch_cache(self.inventory.cached_resources())
+        for group in sc.crds_at_start():
+            self.inventory.install_crds(group, group.count)
+            self.server.model.set_crds(group.count * crd_bytes(self.server.model.params, group))
         self._cache_version = 0
         self.cluster = Cluster(env, self.server, self.inventory)
         self.timers = Timers(self.server.scheduler)
@@ -85,6 +89,7 @@ class Simulation:
             self.ctx, self.groups,
             build_estimator=work_estimator,
             build_apf_objects=lambda config, pls, where: apf_objects(config, pls, base_dir, where),
+            crds={g.name: g for g in sc.crds}, crd_bytes=crd_bytes,
         )  # fmt: skip
 
     def run(self, progress: bool = False) -> "Result":
@@ -162,3 +167,8 @@ def run(
 
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def crd_bytes(params: ServerParams, group) -> float:
+    """Live heap one CRD of `group` (a schema.CrdGroup) costs: each served version's."""
+    return group.served_versions * params.crds.version_bytes(group.schema_bytes)

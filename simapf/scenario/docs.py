@@ -72,6 +72,9 @@ UNITS: dict[str, str] = {
     "AdmissionWebhook.replicas": "pods",
     "AdmissionWebhook.concurrency": "calls",
     "WebhookServiceTime.sigma": "—",
+    "CrdGroup.count": "CRDs",
+    "CrdGroup.served_versions": "versions",
+    "CrdGroup.api_groups": "API groups",
 }
 
 _SUFFIX_UNITS = (("_per_s", "1/s"), ("_percent", "%"), ("_bytes", "bytes"), ("bytes_per_", "bytes"), ("_s", "s"))
@@ -342,7 +345,7 @@ SECTIONS = (
     ("apf", "How API Priority and Fairness is configured."),
 )
 
-SECTION_NAMES = tuple(name for name, _ in SECTIONS) + ("resources", "clients", "events", "admission_webhooks")
+SECTION_NAMES = tuple(name for name, _ in SECTIONS) + ("resources", "clients", "events", "admission_webhooks", "crds")
 
 INTRO = """\
 # Scenario reference
@@ -419,9 +422,10 @@ def render() -> str:
             lines += table(list(field_rows(k, f"{section}[].", skip=common)))
             lines.append("")
 
-    lines += ["## admission_webhooks", "", _doc(schema.AdmissionWebhook), ""]
-    lines += table(list(field_rows(schema.AdmissionWebhook, "admission_webhooks[].")))
-    lines.append("")
+    for name, model in (("admission_webhooks", schema.AdmissionWebhook), ("crds", schema.CrdGroup)):
+        lines += [f"## {name}", "", _doc(model), ""]
+        lines += table(list(field_rows(model, f"{name}[].")))
+        lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -857,10 +857,60 @@ class ClientGatesEvent(_Event):
     WatchListClient: bool = Field(..., description="New value of the client-go WatchListClient gate.")
 
 
+class CrdInstallEvent(_Event):
+    """Create a group of CRDs (from `crds`) one after another: the apiserver builds each one's
+    serving structures, and discovery has their group-versions to walk."""
+
+    kind: Literal["crd_install"] = Field(description="crd_install: this kind of event.")
+    crds: str = Field(..., description="The name of a group in `crds`; it is not installed before this event.")
+    over_s: float = Field(0.0, ge=0, description="Time to create them all, one after another at even intervals (0 = at once).")
+
+
 Event = Annotated[
-    Union[OutageEvent, RestartEvent, RampEvent, PolicyEvent, APFConfigEvent, ClientGatesEvent],
+    Union[OutageEvent, RestartEvent, RampEvent, PolicyEvent, APFConfigEvent, ClientGatesEvent, CrdInstallEvent],
     Field(discriminator="kind"),
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# CustomResourceDefinitions
+
+# A CRD is one etcd object, written whole: no larger than etcd's default request limit
+# (--max-request-bytes, 1.5 MiB).
+MAX_CRD_OBJECT_BYTES = 1.5 * 2**20
+MAX_CRDS = 100_000
+
+
+class CrdGroup(_Model):
+    """CustomResourceDefinitions installed together (a provider's or an operator's): the heap
+    their serving structures hold before any custom object exists (the resource model's `crds`
+    parameters), and the group-versions discovery walks. Their custom objects, if any, are
+    `resources` like any other."""
+
+    name: str = Field(..., min_length=1, description="A name for the group (a crd_install event refers to it).")
+    count: int = Field(..., ge=1, le=MAX_CRDS, description="How many CRDs.")
+    served_versions: int = Field(1, ge=1, le=32, description="Versions each CRD serves: each has its own storage and schema.")
+    schema_bytes: Bytes = Field(16 * 1024, description="Size of one version's openAPIV3Schema, as JSON (bytes or a quantity).")
+    api_groups: int | None = Field(
+        None, ge=1, description="API groups the CRDs span: discovery walks api_groups x served_versions group-versions. null: one per CRD."
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> "CrdGroup":
+        if self.schema_bytes <= 0:
+            raise ValueError("schema_bytes: must be positive")
+        if self.schema_bytes * self.served_versions > MAX_CRD_OBJECT_BYTES:
+            raise ValueError(
+                f"schema_bytes x served_versions is {self.schema_bytes * self.served_versions:,.0f} bytes: a CRD is "
+                "one etcd object, at most 1.5 MiB (etcd's --max-request-bytes)"
+            )
+        if self.api_groups is not None and self.api_groups > self.count:
+            raise ValueError(f"api_groups: {self.api_groups} API groups for {self.count} CRDs")
+        return self
+
+    @property
+    def group_count(self) -> int:
+        return self.api_groups if self.api_groups is not None else self.count
 
 
 # --------------------------------------------------------------------------------------------
@@ -964,6 +1014,10 @@ class Scenario(_Model):
     admission_webhooks: list[AdmissionWebhook] = Field(
         default_factory=list, description="Admission webhooks called for matching requests while they hold their seats."
     )
+    crds: list[CrdGroup] = Field(
+        default_factory=list,
+        description="CustomResourceDefinitions, by group: installed before the run, or by a crd_install event.",
+    )
 
     @model_validator(mode="after")
     def _references(self) -> "Scenario":
@@ -990,6 +1044,20 @@ class Scenario(_Model):
                 raise ValueError(f"events[{i}].at_s: {e.at_s:g} s is after the run ends (run.duration_s: {self.run.duration_s:g})")
             if isinstance(e, RampEvent) and e.client not in names:
                 raise ValueError(f"events[{i}].client: no client named {e.client!r}")
+        groups: dict[str, int] = {}
+        for i, g in enumerate(self.crds):
+            if g.name in groups:
+                raise ValueError(f"crds[{i}].name: duplicate CRD group {g.name!r} (also crds[{groups[g.name]}])")
+            groups[g.name] = i
+        installed: dict[str, int] = {}
+        for i, e in enumerate(self.events):
+            if isinstance(e, CrdInstallEvent):
+                if e.crds not in groups:
+                    known = ", ".join(groups) or "none"
+                    raise ValueError(f"events[{i}].crds: no CRD group named {e.crds!r} in crds (there are: {known})")
+                if e.crds in installed:
+                    raise ValueError(f"events[{i}].crds: {e.crds!r} is already installed by events[{installed[e.crds]}]")
+                installed[e.crds] = i
         for c in self.clients:
             if isinstance(c, DiscoveryClient) and c.cache_fsync_s is None:
                 c.cache_fsync_s = DISCOVERY_CACHE_FSYNC_S if self.kubectl_syncs_its_cache() else 0.0
@@ -1001,10 +1069,19 @@ class Scenario(_Model):
             )
         return self
 
+    def crds_at_start(self) -> list[CrdGroup]:
+        """The CRD groups installed before the run (no crd_install event creates them)."""
+        later = {e.crds for e in self.events if isinstance(e, CrdInstallEvent)}
+        return [g for g in self.crds if g.name not in later]
+
+    def version_before(self, major: int, minor: int) -> bool:
+        """Whether kubernetes.version is older than major.minor (an unreadable version is not)."""
+        match = re.match(r"v?(\d+)\.(\d+)", self.kubernetes.version.strip())
+        return match is not None and (int(match[1]), int(match[2])) < (major, minor)
+
     def kubectl_syncs_its_cache(self) -> bool:
         """Whether kubectl of this scenario's version syncs every discovery cache file (before 1.25)."""
-        match = re.match(r"v?(\d+)\.(\d+)", self.kubernetes.version.strip())
-        return match is not None and (int(match[1]), int(match[2])) < CHECKSUMMED_DISCOVERY_CACHE
+        return self.version_before(*CHECKSUMMED_DISCOVERY_CACHE)
 
     def expected_requests(self) -> float:
         """Requests the rate-driven clients would send over the run: open-loop clients' and writers'

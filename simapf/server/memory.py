@@ -11,9 +11,13 @@ Quantities, all bytes (floats):
   `heap_live - live` is garbage not yet collected.
 - `heap_free`: free heap pages still mapped (unscavenged). Freed bytes land here at the end of a
   cycle; allocation reuses them before the heap grows; the scavenger returns them to the OS
-  (MADV_DONTNEED, Go's default on Linux, so RSS falls at once).
+  (MADV_DONTNEED, Go's default on Linux since 1.16, so RSS falls at once).
+- `lazy_free`: pages returned with MADV_FREE instead (`gc.page_release: free`, Go 1.12-1.15's
+  default): Go counts them released, but they stay resident until the kernel needs memory. The
+  heap reuses them first when it grows, so they keep RSS at its high-water mark without ever
+  pushing it past it: the limit is crossed when the heap itself crosses it, as with MADV_DONTNEED.
 
-    RSS = (heap_live + heap_free)·(1 + heap_metadata_fraction) + nonheap_bytes
+    RSS = (heap_live + heap_free + lazy_free)·(1 + heap_metadata_fraction) + nonheap_bytes
 
 RSS only rises when an allocation grows the heap, so checking the container limit at each
 allocation finds every crossing without a time step.
@@ -46,7 +50,7 @@ class Pacer(Protocol):
 class MemoryModel:
     __slots__ = (
         "env", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
-        "base_live", "inflight_live", "heap_live", "heap_free",
+        "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill",
     )
@@ -64,6 +68,7 @@ class MemoryModel:
             else None
         )
         self.scavenge_rate = params.gc.scavenge_rate_bytes_per_s
+        self.lazy_release = params.gc.page_release == "free"
         self.gc: Pacer | None = None  # set by the GC that paces this heap
         self.on_over_limit: Callable[[], None] | None = None
         self.alloc_total = 0.0
@@ -80,6 +85,7 @@ class MemoryModel:
         self.inflight_live = 0.0
         self.heap_live = base_live
         self.heap_free = 0.0
+        self.lazy_free = 0.0
         self.retained_goal = float("inf")
         self._scav_t = self.env._now
         rss = self.rss_bytes()
@@ -89,7 +95,7 @@ class MemoryModel:
     def kill(self) -> None:
         """The process is gone: it holds no memory."""
         self.alive = False
-        self.base_live = self.inflight_live = self.heap_live = self.heap_free = 0.0
+        self.base_live = self.inflight_live = self.heap_live = self.heap_free = self.lazy_free = 0.0
 
     # ------------------------------------------------------------------ gauges
 
@@ -105,11 +111,14 @@ class MemoryModel:
     def rss_bytes(self) -> float:
         if not self.alive:
             return 0.0
-        return (self.heap_live + self.heap_free) * self.meta + self.nonheap_bytes
+        return (self.heap_live + self.heap_free + self.lazy_free) * self.meta + self.nonheap_bytes
 
     def mapped_bytes(self) -> float:
-        """What Go's runtime has mapped and ready (its view for GOMEMLIMIT): RSS here."""
-        return self.rss_bytes()
+        """What Go's runtime has mapped and ready (its view for GOMEMLIMIT): RSS less the pages it
+        released with MADV_FREE, which it counts as returned."""
+        if not self.alive:
+            return 0.0
+        return (self.heap_live + self.heap_free) * self.meta + self.nonheap_bytes
 
     # ------------------------------------------------------------------ allocation
 
@@ -128,13 +137,18 @@ class MemoryModel:
             self.heap_free = free - nbytes
         else:
             self.heap_free = 0.0
-            rss = heap * self.meta + self.nonheap_bytes
+            lazy = self.lazy_free
+            if lazy > 0.0:
+                # Growth reuses pages released with MADV_FREE that are still resident: RSS stays.
+                reuse = nbytes - free
+                self.lazy_free = lazy = lazy - reuse if lazy > reuse else 0.0
+            rss = (heap + lazy) * self.meta + self.nonheap_bytes
+            limit = self.limit_bytes
             if rss > self.peak_rss:
                 self.peak_rss = rss
-            limit = self.limit_bytes
             if limit is not None and rss > limit:
                 # The RSS the process had: the kernel kills it when this allocation does not fit.
-                self.rss_before_kill = (heap - nbytes + free) * self.meta + self.nonheap_bytes
+                self.rss_before_kill = (heap - nbytes + free + lazy) * self.meta + self.nonheap_bytes
                 if self.on_over_limit is not None:
                     self.on_over_limit()
                 return -1.0
@@ -189,6 +203,8 @@ class MemoryModel:
             release = free
         self.heap_free = free - release
         self.released_bytes += release
+        if self.lazy_release:
+            self.lazy_free += release
 
     def _scavenge_to_memory_limit(self) -> None:
         # Over GOMEMLIMIT the runtime scavenges synchronously, not at the background pace.
@@ -199,3 +215,5 @@ class MemoryModel:
             release = min(self.heap_free, over / self.meta)
             self.heap_free -= release
             self.released_bytes += release
+            if self.lazy_release:
+                self.lazy_free += release

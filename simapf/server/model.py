@@ -135,6 +135,7 @@ class ResourceModel:
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
         self.held_bytes = params.request_memory.request_held_bytes
         self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
+        self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
         self._up_s_before = 0.0
 
     # ------------------------------------------------------------------ per request
@@ -300,13 +301,37 @@ class ResourceModel:
             self._resources[res.name] = res
             self._cache_bytes[res.name] = nbytes
             if self._up:
-                mem = self.memory
-                mem.base_live += nbytes - old
-                mem.heap_live += nbytes - old
+                self._add_base(nbytes - old)
                 self._ready.add(res.name)
+        self._check_start(before)
+
+    def set_crds(self, nbytes: float) -> None:
+        """CustomResourceDefinitions installed before the run: `nbytes` of live heap that every
+        process of this apiserver holds from its start (call at the start)."""
+        before = self.memory.rss_bytes()
+        self.crd_bytes += nbytes
+        if self._up:
+            self._add_base(nbytes)
+        self._check_start(before)
+
+    def install_crds(self, nbytes: float) -> None:
+        """CRDs created now: their serving structures are allocated (which may start a GC cycle
+        or end in an OOM kill) and stay live; a restarted process builds them again."""
+        self.crd_bytes += nbytes
+        if self._up:
+            mem = self.memory
+            mem.base_live += nbytes
+            mem.allocate(nbytes)
+
+    def _add_base(self, nbytes: float) -> None:
+        mem = self.memory
+        mem.base_live += nbytes
+        mem.heap_live += nbytes
+
+    def _check_start(self, before: float) -> None:
         self.gc.base_changed()
-        # Caches that do not fit in the container kill the process as an allocation would
-        # (and its refills after each restart kill it again: a crash loop).
+        # What does not fit in the container at the start kills the process as an allocation
+        # would (and the same after each restart: a crash loop).
         limit = self.params.process.memory_limit_bytes
         if self._up and limit is not None and self.memory.rss_bytes() > limit:
             self.memory.rss_before_kill = before
@@ -369,7 +394,7 @@ class ResourceModel:
         now = self.env._now
         self._up = True
         self._up_since_ns = now
-        self.memory.start_process(self.params.process.live_heap_bytes)
+        self.memory.start_process(self.params.process.live_heap_bytes + self.crd_bytes)
         self.gc.reset()
         epoch = self.process.epoch
         refill = list(self._resources.values())

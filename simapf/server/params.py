@@ -474,12 +474,66 @@ class GcParams(_Params):
         0.95, gt=0, le=1, description="With GOMEMLIMIT the scavenger keeps mapped memory below 0.95 x limit (reduceExtraPercent = 5)."
     )
     memory_limit_headroom_fraction: float = Field(0.03, ge=0, lt=1, description="memoryLimitHeapGoalHeadroomPercent = 3 (at least 1 MiB).")
+    page_release: Literal["dontneed", "free"] = Field(
+        "dontneed",
+        description=(
+            "How the scavenger returns pages: dontneed (MADV_DONTNEED, Go's default on Linux since 1.16: RSS falls "
+            "at once) or free (MADV_FREE, Go 1.12-1.15's default, or GODEBUG=madvdontneed=0: the pages stay in RSS "
+            "until the kernel needs them, which it takes back before an OOM kill). Go 1.16 release notes."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "GcParams":
         if self.trigger_min_fraction > self.trigger_max_fraction:
             raise ValueError("trigger_min_fraction must not exceed trigger_max_fraction")
         return self
+
+
+class CrdParams(_Params):
+    """What a CustomResourceDefinition costs the apiserver's heap before any custom object exists.
+
+    apiextensions-apiserver serves each version of a CRD with its own REST storage (an etcd3
+    store with its own etcd client, kubernetes#111622, and a watch cache), request scopes with
+    field managers, and validators built from the version's schema (customresource_handler.go,
+    getOrCreateServingInfoFor).
+    """
+
+    version_fixed_bytes: Bytes = Field(
+        1.4e6,
+        description=(
+            "Live heap per served version that does not grow with its schema: storage, watch cache, etcd "
+            "client, request scopes, metrics. Prior: 1,877 single-version Crossplane CRDs (12.2 KB of YAML "
+            "each on average, negz/crossplane-scale etoomanycrds/latest-crds) held kube-apiserver at 5.5-6.5 "
+            "GiB RSS with the shared etcd logger (kubernetes#111477); half of 6 GiB as the live heap (GOGC=100), "
+            "less a Kind apiserver's ~0.14 GB, is ~1.64 MB per CRD, of which the schema term takes ~0.24 MB."
+        ),
+    )
+    schema_heap_multiplier: float = Field(
+        20.0,
+        ge=0,
+        description=(
+            "Live heap per byte of a served version's openAPIV3Schema (JSON): the CRD object in the "
+            "apiextensions informer, the internal and structural copies, the validators and the OpenAPI "
+            "models and type converter built from it, each a decoded Go copy of a few times the JSON. Hypothesis."
+        ),
+    )
+    etcd_logger_bytes: Bytes = Field(
+        0.84e6,
+        description=(
+            "Heap of the zap logger each CRD version's etcd client built for itself before kubernetes#111477 "
+            "(1.25): ~1.5 GiB for 1,878 CRDs in kubernetes#111476's heap profile."
+        ),
+    )
+    etcd_logger_per_client: bool = Field(
+        False,
+        description="Whether each etcd client has its own logger (before 1.25; the scenario sets it from kubernetes.version).",
+    )
+
+    def version_bytes(self, schema_bytes: float) -> float:
+        """Live heap of one served version with a schema of `schema_bytes`."""
+        logger = self.etcd_logger_bytes if self.etcd_logger_per_client else 0.0
+        return self.version_fixed_bytes + self.schema_heap_multiplier * schema_bytes + logger
 
 
 class FeatureGates(_Params):
@@ -502,6 +556,7 @@ class ServerParams(_Params):
     request_cpu: RequestCpuParams = Field(RequestCpuParams(), description="CPU cost coefficients per request.")
     request_memory: RequestMemoryParams = Field(RequestMemoryParams(), description="Live and allocated bytes per request.")
     gc: GcParams = Field(GcParams(), description="Go GC, GOGC, GOMEMLIMIT, scavenger.")
+    crds: CrdParams = Field(CrdParams(), description="What each served CRD version costs the heap.")
     features: FeatureGates = Field(FeatureGates(), description="Feature gates that change serving path or encoding.")
 
     @classmethod

@@ -10,12 +10,14 @@ from simapf.workload.clients import ClientGroup, Context
 
 
 class EventRunner:
-    def __init__(self, ctx: Context, groups: dict[str, ClientGroup],
-                 build_estimator: Callable, build_apf_objects: Callable) -> None:  # fmt: skip
+    def __init__(self, ctx: Context, groups: dict[str, ClientGroup], build_estimator: Callable,
+                 build_apf_objects: Callable, crds: dict[str, schema.CrdGroup], crd_bytes: Callable) -> None:  # fmt: skip
         self.ctx = ctx
         self.groups = groups
         self.build_estimator = build_estimator
         self.build_apf_objects = build_apf_objects
+        self.crds = crds
+        self.crd_bytes = crd_bytes  # live heap of one CRD of a group
 
     def schedule(self, events: list) -> None:
         for i, e in enumerate(events):
@@ -38,8 +40,25 @@ class EventRunner:
             cluster.server.reconfigure_apf(self.build_apf_objects(e.config, e.priority_levels, f"events[{i}]"))
         elif isinstance(e, schema.ClientGatesEvent):
             self.ctx.watch_list_client = e.WatchListClient
+        elif isinstance(e, schema.CrdInstallEvent):
+            self._install_crds(self.crds[e.crds], e)
         else:  # pragma: no cover - the schema admits no other kind
             raise TypeError(f"unknown event {e!r}")
+
+    def _install_crds(self, crds: schema.CrdGroup, e: schema.CrdInstallEvent) -> None:
+        cluster = self.ctx.cluster
+        model = cluster.server.model
+        each = self.crd_bytes(model.params, crds)
+
+        def create(_, n: int = 1) -> None:
+            cluster.inventory.install_crds(crds, n)
+            model.install_crds(n * each)
+
+        if e.over_s <= 0:
+            create(None, crds.count)
+            return
+        for k in range(1, crds.count + 1):
+            self.ctx.timers.after(int(e.over_s * NS_PER_S * k / crds.count), create)
 
     def _ramp(self, group: ClientGroup, e: schema.RampEvent) -> None:
         start = group.active_count
@@ -59,6 +78,6 @@ def event_end_s(e) -> float:
     """When an event is over (an outage lasts; a ramp takes its time; the rest are instants)."""
     if isinstance(e, schema.OutageEvent):
         return e.at_s + e.duration_s
-    if isinstance(e, schema.RampEvent):
+    if isinstance(e, (schema.RampEvent, schema.CrdInstallEvent)):
         return e.at_s + e.over_s
     return e.at_s

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from simapf.apf.estimators import ObjectStats
-from simapf.scenario.schema import Resource, SizeDistribution
+from simapf.scenario.schema import CrdGroup, Resource, SizeDistribution
 from simapf.server.model import CachedResource
 
 STATS_REFRESH_NS = 60_000_000_000  # the apiserver refreshes its object counts every minute
@@ -116,6 +116,7 @@ class Inventory:
             self.by_key[spec.key] = objs
             self.by_name.setdefault(spec.name, []).append(objs)
         self._stats: dict[tuple[str, str], ObjectStats] = {}
+        self._crds: dict[str, tuple[int, CrdGroup]] = {}  # CRD group name -> (CRDs installed, the group)
         self.refresh_stats()
 
     def get(self, ref: str) -> ResourceObjects:
@@ -143,9 +144,22 @@ class Inventory:
         return out
 
     def group_versions(self) -> list[tuple[str, str, int]]:
-        """(group, version, resources) served, for discovery."""
+        """(group, version, resources) served, for discovery: the resources', then the API groups
+        of the CRDs installed so far (`install_crds`)."""
         gv: dict[tuple[str, str], int] = {}
         for objs in self.by_key.values():
             k = (objs.spec.group, objs.spec.version)
             gv[k] = gv.get(k, 0) + 1
-        return [(g, v, n) for (g, v), n in sorted(gv.items())]
+        out = [(g, v, n) for (g, v), n in sorted(gv.items())]
+        for name, (installed, crd) in self._crds.items():
+            groups = crd.group_count
+            # CRDs fill their API groups in turn: after k of n CRDs, ceil(k x groups / n) groups.
+            for j in range(-(-installed * groups // crd.count)):
+                per_group = crd.count // groups + (1 if j < crd.count % groups else 0)
+                out += [(f"g{j}.{name}.crd.simapf.io", f"v{v + 1}", per_group) for v in range(crd.served_versions)]
+        return out
+
+    def install_crds(self, crd: CrdGroup, count: int) -> None:
+        """`count` more CRDs of the group `crd` are served."""
+        installed, _ = self._crds.get(crd.name, (0, crd))
+        self._crds[crd.name] = (min(installed + count, crd.count), crd)

@@ -386,23 +386,34 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
         if more:
             text += f" (and {more} more problem{'s' if more > 1 else ''})"
         raise ConfigError(text) from None
-    _check_room_to_start(params, api)
+    _check_room_to_start(params, loaded.scenario)
     return params
 
 
-def _check_room_to_start(params: ServerParams, api: Any) -> None:
+def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:
     """A container smaller than the idle process kills every incarnation the moment it starts:
-    with a restart time of 0, a crash loop that never lets simulated time move."""
+    with a restart time of 0, a crash loop that never lets simulated time move. Its CRDs, once
+    installed, are part of what every incarnation holds from its start."""
     p = params.process
     limit = p.memory_limit_bytes
-    idle = p.live_heap_bytes * (1.0 + p.heap_metadata_fraction) + p.nonheap_bytes
-    if limit is not None and limit <= idle:
-        field = "apiserver.memory_limit_bytes" if "memory_limit_bytes" in api.model_fields_set \
-            else "apiserver.params.process.memory_limit_bytes"
+    if limit is None:
+        return
+    field = "apiserver.memory_limit_bytes" if "memory_limit_bytes" in sc.apiserver.model_fields_set \
+        else "apiserver.params.process.memory_limit_bytes"
+    meta = 1.0 + p.heap_metadata_fraction
+    idle = p.live_heap_bytes * meta + p.nonheap_bytes
+    if limit <= idle:
         raise ConfigError(
             f"{field}: {limit / 2**20:.4g} MiB is not more than the idle apiserver's memory "
             f"({idle / 2**20:.4g} MiB: process.live_heap_bytes with its metadata, and process.nonheap_bytes); "
             "the process could never start"
+        )
+    crds = sum(g.count * g.served_versions * params.crds.version_bytes(g.schema_bytes) for g in sc.crds)
+    if crds and p.restart_s == 0 and limit <= idle + crds * meta:
+        raise ConfigError(
+            f"{field}: {limit / 2**20:.4g} MiB is not more than the idle apiserver with its CRDs "
+            f"({(idle + crds * meta) / 2**20:.4g} MiB): once they are installed every restart would be killed at "
+            "once, and with a restart time of 0 simulated time could not move; give apiserver.restart_s or more memory"
         )
 
 

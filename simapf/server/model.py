@@ -401,6 +401,11 @@ class ResourceModel:
         self.process.came_back(now, refilling=bool(refill))
         if self.process.epoch != epoch:
             return  # a restart hook killed it again
+        limit = self.params.process.memory_limit_bytes
+        if limit is not None and self.memory.rss_bytes() > limit:
+            # The CRDs it must serve do not fit: killed as it starts, again after each restart.
+            self._oom()
+            return
         if not refill:
             self.process.became_ready(now)
             return

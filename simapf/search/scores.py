@@ -26,7 +26,6 @@ class Evaluation:
             self.values.setdefault(m, []).append(float(v) if v is not None else math.nan)
 
 
-
 def objective_value(loaded: LoadedOptimization, values: list[float]) -> float:
     """The runs' values of the objective metric, aggregated; a run without the metric (no such
     requests) counts as the worst possible."""

@@ -126,8 +126,11 @@ def resume(optuna, study) -> None:
 
 
 def _finished(optuna, study) -> int:
+    """Trials with a verdict: complete, stopped early, or refused by a scenario (not those a
+    killed search left running, which are asked again)."""
     TrialState = optuna.trial.TrialState
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+    return sum(1 for t in done if t.state != TrialState.FAIL or "error" in t.user_attrs)
 
 
 def _best_feasible(optuna, study, loaded: LoadedOptimization) -> float | None:

@@ -165,3 +165,23 @@ def test_the_shipped_spec_loads_and_compares_with_every_shipped_policy():
     assert set(loaded.compare_with) == set(list_policy_names()) - {"constant"}
     assert {c.name for c in loaded.cases} == {"streamed", "whole"}
     assert math.isclose(loaded.spec.constraints[1].max, 6 * 2**30)
+
+
+def test_settings_a_scenario_refuses_fail_their_trial_and_the_search_still_ends(monkeypatch):
+    from simapf.search import study
+
+    task = study.Evaluator.task
+
+    def refuse_odd(self, case, settings, seed):
+        if settings["apf.estimator.list_params.seats"] % 2:
+            raise ConfigError("tiny: the seats must be even here")
+        return task(self, case, settings, seed)
+
+    monkeypatch.setattr(study.Evaluator, "task", refuse_odd)
+    result = optimize(spec(trials=6, compare_with={}))
+    t = result.trials
+    assert len(t) == 6
+    odd = t["apf.estimator.list_params.seats"] % 2 == 1
+    assert odd.any() and (t.loc[odd, "state"] == "failed").all()
+    assert t.loc[odd, "note"].str.contains("must be even").all()
+    assert (t.loc[~odd, "state"] != "failed").all()

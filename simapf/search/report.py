@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from simapf.files import write_text_atomic
-from simapf.search.scores import Evaluation, better, objective_value, violations, worst
+from simapf.search.scores import Evaluation, better, largest, objective_value, violations
 from simapf.search.spec import LoadedOptimization
 
 GiB = float(1 << 30)
@@ -77,13 +77,13 @@ class OptimizeResult:
         compare_rows = []
         for label, e in compared.items():
             v = violations(loaded, e)
-            broken = [f"{c.metric} {_fmt(c.metric, worst(e.values.get(c.metric, [])))}"
+            broken = [f"{c.metric} {_fmt(c.metric, c.decisive(e.values.get(c.metric, [])))}"
                       for c, x in zip(s.constraints, v) if x > 0]  # fmt: skip
             compare_rows.append({
                 "setting": label, "feasible": not broken, "broken": broken,
                 "objective": objective_value(loaded, e.values.get(metric, [])),
-                "peak_rss_bytes": worst(e.values.get("peak_rss_bytes", [])),
-                **{f"worst:{c.metric}": worst(e.values.get(c.metric, [])) for c in s.constraints},
+                "peak_rss_bytes": largest(e.values.get("peak_rss_bytes", [])),
+                **{f"worst:{c.metric}": c.decisive(e.values.get(c.metric, [])) for c in s.constraints},
                 "settings": e.settings,
             })  # fmt: skip
         compare = pd.DataFrame(compare_rows)

@@ -52,6 +52,6 @@ def better(loaded: LoadedOptimization, a: float, b: float) -> bool:
     return a < b if loaded.spec.objective.direction == "minimize" else a > b
 
 
-def worst(values: list[float]) -> float:
+def largest(values: list[float]) -> float:
     """The largest of a metric's run values (NaN if a run lacks it)."""
     return math.nan if any(v != v for v in values) or not values else max(values)

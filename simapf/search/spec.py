@@ -147,6 +147,12 @@ class Constraint(_Model):
             raise ValueError(f"min ({self.min}) is above max ({self.max})")
         return self
 
+    def decisive(self, values: list[float]) -> float:
+        """The run value nearest to breaking the bound, or furthest past it (NaN if a run lacks it)."""
+        if not values or any(v != v for v in values):
+            return math.nan
+        return max(values, key=lambda v: self.violation([v]))
+
     def violation(self, values: list[float]) -> float:
         """How far the worst run is beyond the bound, relative to the bound's size: <= 0 when every
         run keeps it (then minus the room the worst run leaves, which guides the sampler)."""

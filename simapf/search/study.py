@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.search.scores import Evaluation, better, objective_value, violations, worst
+from simapf.search.scores import Evaluation, better, largest, objective_value, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
 from simapf.sweeps.measure import RunTask, bundle
@@ -207,8 +207,9 @@ def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
         trial.set_user_attr("feasible", all(x <= 0 for x in v))
         trial.set_user_attr("runs", e.runs)
         trial.set_user_attr("runs_total", total)
-        for metric, values in e.values.items():
-            trial.set_user_attr(f"worst:{metric}", _json_number(worst(values)))
+        trial.set_user_attr("worst:peak_rss_bytes", _json_number(largest(e.values.get("peak_rss_bytes", []))))
+        for c in s.constraints:
+            trial.set_user_attr(f"worst:{c.metric}", _json_number(c.decisive(e.values.get(c.metric, []))))
         if n in stopped:
             trial.set_user_attr("stopped", stopped[n])
             trial.report(value, step=len(e.runs))

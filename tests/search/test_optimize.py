@@ -185,3 +185,14 @@ def test_settings_a_scenario_refuses_fail_their_trial_and_the_search_still_ends(
     assert odd.any() and (t.loc[odd, "state"] == "failed").all()
     assert t.loc[odd, "note"].str.contains("must be even").all()
     assert (t.loc[~odd, "state"] != "failed").all()
+
+
+def test_a_constraint_reports_the_run_that_decides_it():
+    from simapf.search.spec import Constraint
+
+    floor = Constraint(metric="throughput_ok_per_s", min=10)
+    ceiling = Constraint(metric="oom_kills", max=0)
+    assert floor.decisive([30.0, 8.0, 12.0]) == 8.0 and floor.violation([30.0, 8.0, 12.0]) > 0
+    assert floor.decisive([30.0, 11.0]) == 11.0 and floor.violation([30.0, 11.0]) < 0
+    assert ceiling.decisive([0.0, 2.0, 1.0]) == 2.0
+    assert math.isnan(ceiling.decisive([0.0, math.nan])) and ceiling.violation([0.0, math.nan]) == math.inf

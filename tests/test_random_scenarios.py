@@ -69,24 +69,14 @@ def scenarios(draw) -> dict:
         else:
             events.append({"at_s": at, "kind": "ramp", "client": draw(st.sampled_from([c["name"] for c in clients])),
                            "to_count": draw(st.integers(0, 40)), "over_s": draw(st.integers(0, 5))})  # fmt: skip
-    limit = draw(st.sampled_from([None, "600Mi", "2Gi", "8Gi"]))
-    restart_s = draw(st.sampled_from([0, 1, 10]))
-    # CRDs: some installed before the run, a group perhaps created by an event during it. (CRDs
-    # over the limit with a restart time of 0 are refused: a crash loop in zero time.)
-    n_crds = draw(st.integers(0, 2)) if restart_s or limit is None else 0
-    crds = [{"name": f"crds{i}", "count": draw(st.integers(1, 300)), "served_versions": draw(st.integers(1, 3)),
-             "schema_bytes": draw(st.sampled_from([1024, 16_384, 65_536]))} for i in range(n_crds)]  # fmt: skip
-    if crds and draw(st.booleans()):
-        events.append({"at_s": draw(st.integers(0, duration - 1)), "kind": "crd_install", "crds": crds[-1]["name"],
-                       "over_s": draw(st.integers(0, 10))})  # fmt: skip
     return {
         "name": "random", "run": {"duration_s": duration, "seed": draw(st.integers(0, 2**31))},
-        "crds": crds,
-        "kubernetes": {"version": draw(st.sampled_from(["1.20", "1.24", "1.37"])), "feature_gates": {
+        "kubernetes": {"feature_gates": {
             "WatchListClient": draw(st.booleans()), "ConsistentListFromCache": draw(st.booleans()),
             "StreamingCollectionEncodingToJSON": draw(st.booleans())}},
         "apiserver": {"cores": draw(st.sampled_from([2, 8, 16])),
-                      "memory_limit_bytes": limit, "restart_s": restart_s},
+                      "memory_limit_bytes": draw(st.sampled_from([None, "600Mi", "2Gi", "8Gi"])),
+                      "restart_s": draw(st.sampled_from([0, 1, 10]))},
         "apf": {"estimator": {"list_policy": draw(st.sampled_from(["upstream", "size-based", "count-based",
                                                                    "etcd-uncapped", "streamed-cache-cap"]))}},
         "resources": resources, "clients": clients, "events": sorted(events, key=lambda e: e["at_s"]),

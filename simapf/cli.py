@@ -327,27 +327,12 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     directory; run it again after an interruption and it resumes where it stopped. Prints the
     key metrics per combination; load everything with simapf.load_sweep(DIR).
     """
-    from pathlib import Path
-
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep
 
-    try:
-        loaded = load_sweep_spec(sweep_path)
-        if out_dir is None:
-            out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"sweep-{loaded.name}"
-        try:
-            df = sweep(loaded, Path(out_dir), workers=workers, backend=backend, dask=dask_address,
-                       progress=progress, force=force,
-                       allow_user_code=allow_user_code)  # fmt: skip
-        except OSError as err:
-            raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
-    except SimapfError as err:
-        _fail(err)
-    except KeyboardInterrupt:
-        click.echo(f"simapf: interrupted; finished runs are in {out_dir}: run the same command to resume",
-                   err=True)  # fmt: skip
-        sys.exit(130)
+    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir,
+                    lambda loaded, out: sweep(loaded, out, workers=workers, backend=backend, dask=dask_address,
+                                              progress=progress, force=force, allow_user_code=allow_user_code))  # fmt: skip
     click.echo(format_sweep(df), nl=False)
 
 
@@ -378,18 +363,33 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
     with (every shipped LIST policy unless the file says otherwise) and the Pareto front of
     peak memory against the objective; writes them, and pareto.png, to the result directory.
     """
+    def load():
+        from simapf.search import load_optimize_spec
+
+        return load_optimize_spec(spec_path)
+
+    def run(loaded, out):
+        from simapf.search import optimize
+
+        return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
+                        progress=progress, force=force, allow_user_code=allow_user_code)
+
+    result = _resumable(load, "optimize", out_dir, run)
+    click.echo(result.summary_text(), nl=False)
+
+
+def _resumable(load, kind: str, out_dir: str | None, run):
+    """A command that writes a resumable result directory (sweep, optimize): load its file, run
+    it into `out_dir` (default: the file's `out`, else ./KIND-NAME), and end in one line on an
+    error, or on Ctrl-C with where the finished runs are."""
     from pathlib import Path
 
     try:
-        from simapf.search import load_optimize_spec, optimize
-
-        loaded = load_optimize_spec(spec_path)
+        loaded = load()
         if out_dir is None:
-            out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"optimize-{loaded.name}"
+            out_dir = str(loaded.base_dir / loaded.spec.out) if loaded.spec.out else f"{kind}-{loaded.name}"
         try:
-            result = optimize(loaded, Path(out_dir), trials=trials, workers=workers, backend=backend,
-                              dask=dask_address, progress=progress, force=force,
-                              allow_user_code=allow_user_code)  # fmt: skip
+            return run(loaded, Path(out_dir))
         except OSError as err:
             raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
@@ -398,7 +398,6 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         click.echo(f"simapf: interrupted; finished runs are in {out_dir}: run the same command to resume",
                    err=True)  # fmt: skip
         sys.exit(130)
-    click.echo(result.summary_text(), nl=False)
 
 
 @main.command()

@@ -33,13 +33,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simapf.errors import ConfigError
-from simapf.files import read_yaml
 from simapf.scenario.load import LoadedScenario, apply_overrides, load_scenario
 from simapf.scenario.messages import describe
 from simapf.server.params import parse_bytes
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import canonical_json
-from simapf.sweeps.spec import BackendSpec
+from simapf.sweeps.spec import BackendSpec, check_loads, read_base_scenario, read_spec_source
 
 # Trials x scenarios x seeds is the number of runs; a study of more than this is days of runs.
 MAX_TRIALS = 10_000
@@ -96,6 +95,12 @@ class Parameter(_Model):
         return [self.low, self.high]
 
 
+def _one_metric(name: str) -> str:
+    if any(ch in name for ch in "*?[") or not known_metric(name):
+        raise ValueError(f"unknown metric {name!r} (one column, see docs/compare-and-sweep.md)")
+    return name
+
+
 class Objective(_Model):
     metric: str = Field(..., description="A run's metric column (as in a sweep's table), e.g. p99_s/workload-low/list.")
     direction: Literal["minimize", "maximize"] = Field("minimize", description="minimize or maximize.")
@@ -108,9 +113,7 @@ class Objective(_Model):
     @field_validator("metric")
     @classmethod
     def _known(cls, v: str) -> str:
-        if any(ch in v for ch in "*?[") or not known_metric(v):
-            raise ValueError(f"unknown metric {v!r} (one column, see docs/compare-and-sweep.md)")
-        return v
+        return _one_metric(v)
 
     @field_validator("aggregate")
     @classmethod
@@ -135,9 +138,7 @@ class Constraint(_Model):
     @field_validator("metric")
     @classmethod
     def _known(cls, v: str) -> str:
-        if any(ch in v for ch in "*?[") or not known_metric(v):
-            raise ValueError(f"unknown metric {v!r} (one column, see docs/compare-and-sweep.md)")
-        return v
+        return _one_metric(v)
 
     @model_validator(mode="after")
     def _a_bound(self) -> "Constraint":
@@ -243,15 +244,7 @@ def default_compare_with() -> dict[str, dict[str, Any]]:
 
 def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = None) -> LoadedOptimization:
     """Read and check an optimisation file (or mapping)."""
-    if isinstance(source, dict):
-        data: Any = source
-        name, here, default_name = "<optimize>", Path(base_dir or Path.cwd()), "optimize"
-    else:
-        path = Path(source)
-        data = read_yaml(path)
-        name, here, default_name = str(path), Path(base_dir) if base_dir else path.parent, path.stem
-    if not isinstance(data, dict):
-        raise ConfigError(f"{name}: an optimisation file must be a mapping, got {type(data).__name__}")
+    data, name, here, default_name = read_spec_source(source, base_dir, "optimize", "an optimisation file")
     try:
         spec = OptimizeSpec.model_validate(data)
     except ValidationError as exc:
@@ -278,18 +271,8 @@ def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = 
         for key in ref.overrides:
             if key in spec.parameters:
                 raise fail(f"{where}.set.{key}: also a parameter; a key is either fixed or searched")
-        if isinstance(ref.base, str):
-            base_path = Path(ref.base) if Path(ref.base).is_absolute() else here / ref.base
-            try:
-                base = read_yaml(base_path)
-            except ConfigError as exc:
-                raise fail(f"{where}: {exc}") from None
-            if not isinstance(base, dict):
-                raise fail(f"{where}: {base_path}: a scenario must be a mapping")
-            scenario_dir = base_path.parent
-        else:
-            base, scenario_dir = ref.base, here
-        merged = _check(lambda: apply_overrides(base, {**ref.overrides, **spec.overrides}, "set"), fail, where)
+        base, scenario_dir = read_base_scenario(ref.base, here, fail, where)
+        merged = check_loads(lambda: apply_overrides(base, {**ref.overrides, **spec.overrides}, "set"), fail, where)
         case = ScenarioCase(case_name, merged, scenario_dir)
         try:
             load_scenario(case.data, base_dir=case.base_dir)
@@ -300,7 +283,7 @@ def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = 
                 load_scenario(case.data, first, base_dir=case.base_dir)
             except ConfigError as with_first:
                 if str(with_first) == str(alone):
-                    _check(lambda: load_scenario(case.data, base_dir=case.base_dir), fail, where)
+                    check_loads(lambda: load_scenario(case.data, base_dir=case.base_dir), fail, where)
         cases.append(case)
 
     # Every parameter at its low end (or first choice), then each at its other ends.
@@ -311,26 +294,16 @@ def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = 
         lows = "parameters at their low ends or first choices (" + ", ".join(
             f"{k}={canonical_json(v)}" for k, v in first.items()) + ")"
     for case in cases:
-        _check(lambda: load_scenario(case.data, first, base_dir=case.base_dir), fail, f"{lows} in scenarios.{case.name}")
+        check_loads(lambda: load_scenario(case.data, first, base_dir=case.base_dir), fail, f"{lows} in scenarios.{case.name}")
     for key, param in spec.parameters.items():
         for value in param.ends()[1:]:
             for case in cases:
-                _check(lambda: load_scenario(case.data, {**first, key: value}, base_dir=case.base_dir), fail,
-                       f"parameters.{key} = {canonical_json(value)} in scenarios.{case.name}")  # fmt: skip
+                check_loads(lambda: load_scenario(case.data, {**first, key: value}, base_dir=case.base_dir), fail,
+                            f"parameters.{key} = {canonical_json(value)} in scenarios.{case.name}")  # fmt: skip
     compare_with = spec.compare_with if spec.compare_with is not None else default_compare_with()
     for label, settings in compare_with.items():
         for case in cases:
-            _check(lambda: load_scenario(case.data, settings, base_dir=case.base_dir), fail,
-                   f"compare_with.{label} in scenarios.{case.name}")  # fmt: skip
+            check_loads(lambda: load_scenario(case.data, settings, base_dir=case.base_dir), fail,
+                        f"compare_with.{label} in scenarios.{case.name}")  # fmt: skip
     return LoadedOptimization(spec, spec.name or default_name, name, here, cases, dict(compare_with))
 
-
-def _check(fn, fail, where: str):
-    try:
-        return fn()
-    except ConfigError as exc:
-        msg = str(exc)
-        for prefix in ("<scenario>: ", "set: "):
-            if msg.startswith(prefix):
-                msg = msg[len(prefix):]
-        raise fail(f"{where}: {msg}") from None

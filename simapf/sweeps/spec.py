@@ -126,16 +126,8 @@ class LoadedSweep:
 def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path | None = None) -> LoadedSweep:
     """Read and check a sweep file (or mapping); every scenario it makes is validated."""
     if isinstance(source, SweepSpec):
-        data: Any = source.model_dump(by_alias=True)
-        name, here, default_name = "<sweep>", Path(base_dir or Path.cwd()), "sweep"
-    elif isinstance(source, dict):
-        data, name, here, default_name = source, "<sweep>", Path(base_dir or Path.cwd()), "sweep"
-    else:
-        path = Path(source)
-        data = read_yaml(path)
-        name, here, default_name = str(path), Path(base_dir) if base_dir else path.parent, path.stem
-    if not isinstance(data, dict):
-        raise ConfigError(f"{name}: a sweep file must be a mapping, got {type(data).__name__}")
+        source = source.model_dump(by_alias=True)
+    data, name, here, default_name = read_spec_source(source, base_dir, "sweep", "a sweep file")
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
@@ -146,26 +138,14 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
         return ConfigError(f"{name}: {msg}")
 
     # The base scenario, then `set`.
-    if isinstance(spec.base, str):
-        base_path = Path(spec.base)
-        if not base_path.is_absolute():
-            base_path = here / base_path
-        try:
-            base = read_yaml(base_path)
-        except ConfigError as exc:
-            raise fail(f"base: {exc}") from None
-        if not isinstance(base, dict):
-            raise fail(f"base: {base_path}: a scenario must be a mapping")
-        scenario_dir = base_path.parent
-    else:
-        base, scenario_dir = spec.base, here
-    _check(lambda: load_scenario(base, base_dir=scenario_dir), fail, "base")
+    base, scenario_dir = read_base_scenario(spec.base, here, fail, "base")
+    check_loads(lambda: load_scenario(base, base_dir=scenario_dir), fail, "base")
     try:
         canonical_json(base)  # it is hashed into the sweep's identity and kept in its manifest
     except (TypeError, ValueError) as exc:
         raise fail(f"base: not plain data (strings, numbers, booleans, lists, mappings): {exc}") from None
-    base = _check(lambda: apply_overrides(base, spec.overrides, "set"), fail, "set")
-    _check(lambda: load_scenario(base, base_dir=scenario_dir), fail, "set")
+    base = check_loads(lambda: apply_overrides(base, spec.overrides, "set"), fail, "set")
+    check_loads(lambda: load_scenario(base, base_dir=scenario_dir), fail, "set")
 
     factors = {key: _levels(key, value, spec, fail) for key, value in spec.factors.items()}
     for i, key in enumerate(spec.common_random_numbers):
@@ -175,8 +155,8 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
     # Each level on its own first, so the message can name the level at fault.
     for key, levels in factors.items():
         for i, level in enumerate(levels):
-            _check(lambda: load_scenario(base, {key: level}, base_dir=scenario_dir), fail,
-                   f"factors.{key}[{i}] ({canonical_json(level)})")  # fmt: skip
+            check_loads(lambda: load_scenario(base, {key: level}, base_dir=scenario_dir), fail,
+                        f"factors.{key}[{i}] ({canonical_json(level)})")  # fmt: skip
     n_runs = spec.replications
     for levels in factors.values():
         n_runs *= len(levels)
@@ -187,12 +167,43 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
     combinations = []
     for run in runs[:: spec.replications]:
         where = "factors: the combination " + ", ".join(f"{k}={canonical_json(v)}" for k, v in run.factors.items())
-        loaded = _check(lambda: load_scenario(base, run.factors, base_dir=scenario_dir), fail, where)
+        loaded = check_loads(lambda: load_scenario(base, run.factors, base_dir=scenario_dir), fail, where)
         combinations.append(Combination(run.factors, loaded))
     return LoadedSweep(spec, spec.name or default_name, name, here, base, factors, combinations, runs)
 
 
-def _check(fn, fail, where: str):
+def read_spec_source(source: str | Path | dict, base_dir: str | Path | None, kind: str,
+                     what: str) -> tuple[Any, str, Path, str]:  # fmt: skip
+    """A sweep or search file's data (or the mapping given), the name its errors use, the
+    directory its paths resolve against, and its default name (`kind` for a mapping)."""
+    if isinstance(source, dict):
+        data, name, here, default_name = source, f"<{kind}>", Path(base_dir or Path.cwd()), kind
+    else:
+        path = Path(source)
+        data = read_yaml(path)
+        name, here, default_name = str(path), Path(base_dir) if base_dir else path.parent, path.stem
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: {what} must be a mapping, got {type(data).__name__}")
+    return data, name, here, default_name
+
+
+def read_base_scenario(base: str | dict[str, Any], here: Path, fail, where: str) -> tuple[dict[str, Any], Path]:
+    """A base scenario written as a file (relative to `here`) or a mapping, and the directory
+    its own paths resolve against."""
+    if not isinstance(base, str):
+        return base, here
+    path = Path(base) if Path(base).is_absolute() else here / base
+    try:
+        data = read_yaml(path)
+    except ConfigError as exc:
+        raise fail(f"{where}: {exc}") from None
+    if not isinstance(data, dict):
+        raise fail(f"{where}: {path}: a scenario must be a mapping")
+    return data, path.parent
+
+
+def check_loads(fn, fail, where: str):
+    """`fn()`, its ConfigError said again as `fail(where: ...)` without the scenario's own prefix."""
     try:
         return fn()
     except ConfigError as exc:

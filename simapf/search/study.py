@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -258,34 +257,17 @@ def result_directory(out: Path | None, loaded: LoadedOptimization, force: bool) 
     if out is None:
         yield None, optuna.storages.InMemoryStorage()
         return
-    if out.exists() and not out.is_dir():
-        raise SimapfError(f"--out {out}: exists and is not a directory")
-    manifest = store.read_manifest_file(out / MANIFEST)
-    if out.is_dir() and manifest is None and any(out.iterdir()) and not force:
-        raise SimapfError(
-            f"--out {out}: directory is not empty and holds no simapf search; choose a new directory, or pass "
-            "--force to write the search's files beside what is there"
-        )
+    manifest = store.read_manifest_file(out / MANIFEST) if out.is_dir() else None
     key = loaded.definition_key()
     if manifest is not None and manifest.get("key") != key:
         raise ConfigError(
             f"{out}: holds another search ({manifest.get('name')!r}: its scenarios, seeds, parameters, objective, "
             "constraints or sampler differ); use another --out or remove that directory"
         )
-    made = out.absolute()  # the topmost directory this search creates, if any
-    while not made.parent.exists():
-        made = made.parent
-    created = not made.exists()
-    (out / RUNS).mkdir(parents=True, exist_ok=True)
-    try:
-        with store.locked(out):
-            store.write_manifest_file(out / MANIFEST, {
-                "simapf_version": __version__, "name": loaded.name, "source": loaded.source, "key": key,
-            })  # fmt: skip
-            from optuna.storages.journal import JournalFileBackend, JournalStorage
+    with store.result_directory(out, manifest is not None, force, "simapf search", out / RUNS), store.locked(out):
+        store.write_manifest_file(out / MANIFEST, {
+            "simapf_version": __version__, "name": loaded.name, "source": loaded.source, "key": key,
+        })  # fmt: skip
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-            yield out / RUNS, JournalStorage(JournalFileBackend(str(out / JOURNAL)))
-    except BaseException:
-        if created and not any(True for _ in store.run_files(out / RUNS)):
-            shutil.rmtree(made, ignore_errors=True)
-        raise
+        yield out / RUNS, JournalStorage(JournalFileBackend(str(out / JOURNAL)))

@@ -9,7 +9,6 @@ With an output directory, every finished run is written there at once (see `stor
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -123,26 +122,8 @@ def manifest(loaded: LoadedSweep) -> dict[str, Any]:
 
 def _run_into(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
               progress: bool, force: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
-    if out.exists() and not out.is_dir():
-        raise SimapfError(f"--out {out}: exists and is not a directory")
-    if out.is_dir() and store.read_manifest(out) is None and any(out.iterdir()) and not force:
-        raise SimapfError(
-            f"--out {out}: directory is not empty and holds no sweep; choose a new directory, or pass --force "
-            "to write the sweep's files beside what is there"
-        )
-    made = out.absolute()  # the topmost directory this sweep creates, if any
-    while not made.parent.exists():
-        made = made.parent
-    created = not made.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
+    with store.result_directory(out, out.is_dir() and store.read_manifest(out) is not None, force, "sweep", out):
         return _run_locked(out, loaded, tasks, order, chosen, progress)
-    except BaseException:
-        # A sweep that fails before its first run is written (a scheduler that does not answer,
-        # say) leaves no directory it made; finished runs stay, for the sweep to resume.
-        if created and not any(True for _ in store.run_files(out)):
-            shutil.rmtree(made, ignore_errors=True)
-        raise
 
 
 def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -155,6 +156,33 @@ def scan(out: Path, wanted: set[str]) -> dict[str, Any]:
         else:
             done[run_id] = table
     return done
+
+
+@contextlib.contextmanager
+def result_directory(out: Path, holds_ours: bool, force: bool, what: str, runs: Path) -> Iterator[None]:
+    """Make `out` (and `runs`, where the run files go) for a sweep or search to write into.
+
+    Refused: a file, or a directory that is not empty and holds no `what` (`holds_ours`), unless
+    `force`. If the block fails before its first run file is written (a scheduler that does not
+    answer, say), the directories it made are removed; finished runs stay, for a resume."""
+    if out.exists() and not out.is_dir():
+        raise SimapfError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and not holds_ours and any(out.iterdir()) and not force:
+        raise SimapfError(
+            f"--out {out}: directory is not empty and holds no {what}; choose a new directory, or pass --force "
+            f"to write the {what}'s files beside what is there"
+        )
+    made = out.absolute()  # the topmost directory this creates, if any
+    while not made.parent.exists():
+        made = made.parent
+    created = not made.exists()
+    runs.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and not any(True for _ in run_files(runs)):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
 
 
 @contextlib.contextmanager

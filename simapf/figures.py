@@ -29,6 +29,19 @@ def _busy_levels(result: "Result", metric: str, limit: int = 8) -> list[str]:
     return list(totals.index[:limit])
 
 
+def _replica_memory(ax, result: "Result") -> None:
+    """Each replica's RSS and Go heap, and each death at the RSS it ended (a cross)."""
+    rss = result.wide("process_resident_memory_bytes", by="replica")
+    heap = result.wide("go_memstats_heap_inuse_bytes", by="replica")
+    for i, replica in enumerate(rss.columns):
+        color = f"C{i % 10}"
+        ax.plot(rss.index, rss[replica] / GiB, color=color, label=f"replica {replica}")
+        ax.plot(heap.index, heap[replica] / GiB, color=color, linestyle=":", alpha=0.8)
+    for d in result.summary["deaths"]:
+        at = d["rss_bytes"] if d["rss_bytes"] is not None else float(np.interp(d["at_s"], rss.index, rss[str(d["replica"])]))
+        ax.plot([d["at_s"]], [at / GiB], "x", color=f"C{d['replica'] % 10}", markersize=9, markeredgewidth=2)
+
+
 def overview_figure(result: "Result") -> "Figure":
     """The four panels, in the house style (simapf.style: colour-blind-safe colours)."""
     import matplotlib
@@ -49,38 +62,52 @@ def _overview(result: "Result") -> "Figure":
     axes = fig.subplots(4, 1, sharex=True)
     summary = result.summary
 
+    replicas = len(summary.get("replicas", [])) > 1
     ax = axes[0]
-    rss = result.metric("process_resident_memory_bytes")
-    heap = result.metric("go_memstats_heap_inuse_bytes")
-    ax.plot(rss.index, rss.values / GiB, label="RSS (process_resident_memory_bytes)")
-    ax.plot(heap.index, heap.values / GiB, label="Go heap in use", alpha=0.8)
     limit = summary["memory"]["memory_limit_bytes"]
+    if replicas:
+        _replica_memory(ax, result)
+    else:
+        rss = result.metric("process_resident_memory_bytes")
+        heap = result.metric("go_memstats_heap_inuse_bytes")
+        ax.plot(rss.index, rss.values / GiB, label="RSS (process_resident_memory_bytes)")
+        ax.plot(heap.index, heap.values / GiB, label="Go heap in use", alpha=0.8)
+        # OOM kills happen between scrapes: marked at the scrape after each, at the RSS it reached.
+        kills = result.rate("simapf_oom_kills_total").sum(axis=1)
+        if (kills > 0).any():
+            reached = summary["memory"].get("rss_at_oom_kill_bytes") or limit or 0.0
+            at = kills.index[kills > 0]
+            ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")
     if limit:
         ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
-    # OOM kills happen between scrapes: marked at the scrape after each, at the RSS it reached.
-    kills = result.rate("simapf_oom_kills_total").sum(axis=1)
-    if (kills > 0).any():
-        reached = summary["memory"].get("rss_at_oom_kill_bytes") or limit or 0.0
-        at = kills.index[kills > 0]
-        ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")
     ax.set_ylabel("GiB")
-    ax.set_title("Memory")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.set_title("Memory per replica (RSS solid, Go heap dotted)" if replicas else "Memory")
+    ax.legend(loc="upper left", fontsize="small", ncol=2 if replicas else 1)
 
     ax = axes[1]
-    cpu = result.metric("process_cpu_seconds_total")
-    gc = result.metric("go_cpu_classes_gc_total_cpu_seconds_total")
-    t = cpu.index.to_numpy()
-    if len(t) > 1:
-        dt = np.diff(t)
-        ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
-        ax.plot(t[1:], np.diff(gc.reindex(cpu.index).fillna(0).values) / dt, label="of which GC", alpha=0.8)
+    if replicas:
+        cpu_by = result.wide("process_cpu_seconds_total", by="replica")
+        for i, replica in enumerate(cpu_by.columns):
+            cpu = cpu_by[replica].dropna()
+            t = cpu.index.to_numpy()
+            if len(t) > 1:
+                ax.plot(t[1:], np.diff(cpu.values) / np.diff(t), color=f"C{i % 10}", label=f"replica {replica}")
+    else:
+        cpu = result.metric("process_cpu_seconds_total")
+        gc = result.metric("go_cpu_classes_gc_total_cpu_seconds_total")
+        t = cpu.index.to_numpy()
+        if len(t) > 1:
+            dt = np.diff(t)
+            ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
+            ax.plot(t[1:], np.diff(gc.reindex(cpu.index).fillna(0).values) / dt, label="of which GC", alpha=0.8)
     ax.axhline(summary["cpu"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
     ax.set_ylabel("cores")
-    ax.set_title("CPU")
+    ax.set_title("CPU per replica" if replicas else "CPU")
     ax.legend(loc="upper left", fontsize="small")
 
     ax = axes[2]
+    if replicas:
+        ax.text(0.99, 0.95, "summed over the replicas", transform=ax.transAxes, ha="right", va="top", fontsize="small")
     seats = result.wide("apiserver_flowcontrol_current_executing_seats")
     queued = result.wide("apiserver_flowcontrol_current_inqueue_requests")
     for i, level in enumerate(_busy_levels(result, "apiserver_flowcontrol_current_executing_seats")):
@@ -109,7 +136,7 @@ def _overview(result: "Result") -> "Figure":
     ax.set_title("Rejected requests (429): per priority level, and by a watch cache not ready")
     ax.set_xlabel("simulated time (s)")
 
-    # The process down (an OOM kill, a restart): shaded red on every panel.
+    # The process down (an OOM kill, a restart): shaded red on every panel (with replicas: all of them).
     up = result.metric("up")
     if len(up) and (up < 0.5).any():
         t_up = up.index.to_numpy()

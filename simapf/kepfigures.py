@@ -59,7 +59,9 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "seats": ("apiserver_flowcontrol_current_executing_seats", "by_level", "executing seats"),
     "queued": ("apiserver_flowcontrol_current_inqueue_requests", "by_level", "requests in queue"),
     "rejected": ("apiserver_flowcontrol_rejected_requests_total", "rate_by_level", "429s per second"),
+    "connections": ("simapf_client_connections", "by_replica", "client connections"),
 }
+PANEL_NAMES = Literal["memory", "heap", "cpu", "seats", "queued", "rejected", "connections"]
 
 
 class _Model(BaseModel):
@@ -78,7 +80,7 @@ class Overlay(_Model):
     """A real cluster's Prometheus data on one panel of a timeseries figure (simapf.overlay)."""
 
     file: str = Field(..., description="A query_range JSON export or an OpenMetrics file, relative to the spec.")
-    panel: Literal["memory", "heap", "cpu", "seats", "queued", "rejected"]
+    panel: PANEL_NAMES
     metric: str | None = Field(None, description="Only this metric of the file; null: all of it.")
     align: Alignment
     label: str = "measured"
@@ -89,7 +91,10 @@ class TimeseriesFigure(_Model):
     kind: Literal["timeseries"]
     scenario: str | None = Field(None, description="A scenario file (relative to the spec); null: the built-in default.")
     set: dict[str, Any] = Field(default_factory=dict)
-    metrics: list[Literal["memory", "heap", "cpu", "seats", "queued", "rejected"]] = Field(["memory", "seats"], min_length=1)
+    metrics: list[PANEL_NAMES] = Field(
+        ["memory", "seats"], min_length=1,
+        description="Panels, top to bottom. With several apiserver replicas, memory, heap, CPU and connections show each replica.",
+    )
     overlay: list[Overlay] = Field(default_factory=list, description="Real measurements drawn on the panels.")
     title: str | None = None
 
@@ -259,9 +264,18 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
     s = result.summary
     fig, axes = _new_figure(len(fig_spec.metrics))
     div = 1.0
+    replicas = len(s["replicas"]) > 1
     for ax, key in zip(axes, fig_spec.metrics):
         metric, how, label = PANELS[key]
-        if how == "gib":
+        if replicas and how in ("gib", "rate", "by_replica"):
+            div = _time_axis(ax, s["duration_s"])
+            _per_replica(ax, result, metric, how, div)
+            limit = s["memory"]["memory_limit_bytes"]
+            if how == "gib" and limit:
+                ax.axhline(limit / 2**30, color=simapf.style.COLORS["limit"], ls="--", label="memory limit (each)")
+        elif how == "by_replica":
+            ax.text(0.5, 0.5, "one replica: every connection goes to it", transform=ax.transAxes, ha="center", color="grey")
+        elif how == "gib":
             series = result.metric(metric)
             div = _time_axis(ax, s["duration_s"])
             ax.plot(series.index / div, series.to_numpy() / 2**30, color=simapf.style.COLORS["memory"], label=label)
@@ -295,6 +309,27 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
         ax.set_xlabel("")
     fig.suptitle(fig_spec.title or f"{s['scenario_name']} (seed {s['seed']})")
     return fig, [s["seed"]], 1
+
+
+def _per_replica(ax, result, metric: str, how: str, div: float) -> None:
+    """A line per apiserver replica; on memory, a cross where each process died."""
+    import numpy as np
+
+    wide = result.wide(metric, by="replica")
+    for i, replica in enumerate(wide.columns):
+        values = wide[replica].dropna()
+        t = values.index.to_numpy()
+        if how == "rate":
+            if len(t) > 1:
+                ax.plot(t[1:] / div, np.diff(values.to_numpy()) / np.diff(t), color=f"C{i}", label=f"replica {replica}")
+            continue
+        scale = 2**30 if how == "gib" else 1.0
+        ax.plot(t / div, values.to_numpy() / scale, color=f"C{i}", label=f"replica {replica}")
+    if metric == "process_resident_memory_bytes":
+        for d in result.summary["deaths"]:
+            col = wide[str(d["replica"])].dropna()
+            at = d["rss_bytes"] if d["rss_bytes"] is not None else float(np.interp(d["at_s"], col.index, col.to_numpy()))
+            ax.plot([d["at_s"] / div], [at / 2**30], "x", color=f"C{d['replica']}", markersize=9, markeredgewidth=2)
 
 
 def _unit(metric: str) -> tuple[float, str]:

@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from simapf.workload.cluster import Cluster
     from simapf.workload.clients import ClientGroup
 
-LABELS = ("priority_level", "flow_schema", "reason", "verb", "code", "resource", "client")
+LABELS = ("priority_level", "flow_schema", "reason", "verb", "code", "resource", "client", "replica")
 # `client` is the scenario client that sent the request, `attempt` its number (0 = the first,
-# k = the k-th retry after a 429), so retries can be told from new requests.
+# k = the k-th retry after a 429), so retries can be told from new requests. `replica` is the
+# apiserver replica a per-process series belongs to (from "0"; empty when there is only one).
 RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
                  "flow_schema", "seats", "outcome", "reason", "client", "attempt")  # fmt: skip
 CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
@@ -55,15 +56,25 @@ class Recorder:
         self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
         self._rejected_seen = 0
-        self.peak_rss = 0.0
-        self.peak_heap = 0.0
         self.steady_from_s = steady_from_s
-        self.peak_rss_steady = 0.0  # from steady_from_s on
-        self.peak_heap_steady = 0.0
+        n = len(cluster.servers)
+        # Peaks per replica, over the run and from steady_from_s on.
+        self.peak_rss_by_replica = [0.0] * n
+        self.peak_heap_by_replica = [0.0] * n
+        self.peak_rss_steady_by_replica = [0.0] * n
+        self.peak_heap_steady_by_replica = [0.0] * n
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
         self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
+        self.replica_labels = [str(i) for i in range(n)] if n > 1 else [""]
         # An OOM kill happens between scrapes; the RSS then was at least the limit.
-        cluster.server.model.process.on_oom.append(self._killed)
+        for i, server in enumerate(cluster.servers):
+            server.model.process.on_oom.append(partial(self._killed, i))
+
+    # The highest of any replica: what a memory limit is compared with.
+    peak_rss = property(lambda self: max(self.peak_rss_by_replica))
+    peak_heap = property(lambda self: max(self.peak_heap_by_replica))
+    peak_rss_steady = property(lambda self: max(self.peak_rss_steady_by_replica))
+    peak_heap_steady = property(lambda self: max(self.peak_heap_steady_by_replica))
 
     # ------------------------------------------------------------------ per request
 
@@ -78,7 +89,7 @@ class Recorder:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
         if code is not None and code != "410":
             a = rec.attrs
-            level = self.cluster.server.apf.levels.get(rec.priority_level)
+            level = self.cluster.servers[rec.replica].apf.levels.get(rec.priority_level)
             self.histograms.observe(verb, a.resource or a.path, a.namespace, a.name, rec.priority_level,
                                     rec.flow_schema, level is not None and level.queueset.exempt,
                                     rec.received_ns, rec.dispatch_ns, rec.done_ns)  # fmt: skip
@@ -101,45 +112,17 @@ class Recorder:
 
     def scrape(self) -> None:
         cluster = self.cluster
-        server = cluster.server
-        snap = server.model.snapshot()
-        t = snap.t_ns / NS_PER_S
         add = self._add
-        add(t, "up", 1.0 if snap.up else 0.0)
-        add(t, "process_resident_memory_bytes", snap.rss_bytes)
-        add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes)
-        add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes)
-        add(t, "go_gc_duration_seconds_count", snap.gc_cycles)
-        add(t, "process_cpu_seconds_total", snap.cpu_seconds_total)
-        add(t, "go_cpu_classes_gc_total_cpu_seconds_total", snap.gc_cpu_seconds_total)
-        add(t, "simapf_live_bytes", snap.live_bytes)
-        add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes)
-        add(t, "simapf_oom_kills_total", snap.oom_kills)
-        self.peak_rss = max(self.peak_rss, snap.rss_bytes)
-        self.peak_heap = max(self.peak_heap, snap.heap_inuse_bytes)
-        if t >= self.steady_from_s:
-            self.peak_rss_steady = max(self.peak_rss_steady, snap.rss_bytes)
-            self.peak_heap_steady = max(self.peak_heap_steady, snap.heap_inuse_bytes)
-        waiting = 0
-        if snap.up:
-            for name, level in server.apf.levels.items():
-                qs = level.queueset
-                add(t, "apiserver_flowcontrol_current_executing_seats", qs.seats_in_use, priority_level=name)
-                add(t, "apiserver_flowcontrol_current_executing_requests", qs.reqs_executing, priority_level=name)
-                add(t, "apiserver_flowcontrol_current_inqueue_requests", qs.reqs_waiting, priority_level=name)
-                add(t, "apiserver_flowcontrol_current_limit_seats", qs.cl, priority_level=name)
-                add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name)
-                waiting += qs.reqs_waiting
-        for (name, fs), n in server.dispatched_by_flow.items():
-            add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name, flow_schema=fs)
+        t = cluster.env.now / NS_PER_S
+        all_up = True
         rejected = 0
-        for (name, fs, reason), n in server.rejected_by_flow.items():
-            add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, flow_schema=fs,
-                reason=reason)  # fmt: skip
+        for i, server in enumerate(cluster.servers):
+            replica = self.replica_labels[i]
+            up, n = self._scrape_replica(t, i, server, replica)
+            all_up = all_up and up
             rejected += n
         for (verb, code), n in self.request_counts.items():
             add(t, "apiserver_request_total", n, verb=verb, code=code)
-        add(t, "apiserver_longrunning_requests", cluster.open_watches(), verb="WATCH")
         add(t, "simapf_watch_events_total", cluster.watch_events_total)
         for key, objs in cluster.inventory.by_key.items():
             add(t, "apiserver_storage_objects", objs.total()[0], resource=key)
@@ -157,19 +140,62 @@ class Recorder:
                 if n_synced < g.active_count:
                     synced = False
         self.histograms.scrape(t)
-        healthy = snap.up and snap.state == "up" and cluster.network_up and synced and rejected == self._rejected_seen
+        healthy = all_up and cluster.network_up and synced and rejected == self._rejected_seen
         self._rejected_seen = rejected
         self.health.append((t, healthy))
 
-    def _killed(self, now_ns: int) -> None:
-        model = self.cluster.server.model
+    def _scrape_replica(self, t: float, i: int, server, replica: str) -> tuple[bool, int]:
+        """One replica's process and APF series; returns (up with its caches ready, APF rejections so far)."""
+        add = self._add
+        snap = server.model.snapshot()
+        add(t, "up", 1.0 if snap.up else 0.0, replica=replica)
+        add(t, "process_resident_memory_bytes", snap.rss_bytes, replica=replica)
+        add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes, replica=replica)
+        add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes, replica=replica)
+        add(t, "go_gc_duration_seconds_count", snap.gc_cycles, replica=replica)
+        add(t, "process_cpu_seconds_total", snap.cpu_seconds_total, replica=replica)
+        add(t, "go_cpu_classes_gc_total_cpu_seconds_total", snap.gc_cpu_seconds_total, replica=replica)
+        add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
+        add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
+        add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
+        self.peak_rss_by_replica[i] = max(self.peak_rss_by_replica[i], snap.rss_bytes)
+        self.peak_heap_by_replica[i] = max(self.peak_heap_by_replica[i], snap.heap_inuse_bytes)
+        if t >= self.steady_from_s:
+            self.peak_rss_steady_by_replica[i] = max(self.peak_rss_steady_by_replica[i], snap.rss_bytes)
+            self.peak_heap_steady_by_replica[i] = max(self.peak_heap_steady_by_replica[i], snap.heap_inuse_bytes)
+        if snap.up:
+            for name, level in server.apf.levels.items():
+                qs = level.queueset
+                add(t, "apiserver_flowcontrol_current_executing_seats", qs.seats_in_use, priority_level=name, replica=replica)
+                add(t, "apiserver_flowcontrol_current_executing_requests", qs.reqs_executing, priority_level=name,
+                    replica=replica)  # fmt: skip
+                add(t, "apiserver_flowcontrol_current_inqueue_requests", qs.reqs_waiting, priority_level=name,
+                    replica=replica)  # fmt: skip
+                add(t, "apiserver_flowcontrol_current_limit_seats", qs.cl, priority_level=name, replica=replica)
+                add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name,
+                    replica=replica)  # fmt: skip
+        for (name, fs), n in server.dispatched_by_flow.items():
+            add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name, flow_schema=fs,
+                replica=replica)  # fmt: skip
+        rejected = 0
+        for (name, fs, reason), n in server.rejected_by_flow.items():
+            add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, flow_schema=fs,
+                reason=reason, replica=replica)  # fmt: skip
+            rejected += n
+        add(t, "apiserver_longrunning_requests", self.cluster.open_watches(i), verb="WATCH", replica=replica)
+        if len(self.cluster.servers) > 1:
+            add(t, "simapf_client_connections", self.cluster.balancer.connections[i], replica=replica)
+        return snap.up and snap.state == "up", rejected
+
+    def _killed(self, i: int, now_ns: int) -> None:
+        model = self.cluster.servers[i].model
         if model.process.last_down_reason == "oom":
             reached = model.rss_at_oom_bytes
             self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, reached)
             self.oom_demand = max(self.oom_demand or 0.0, model.oom_demand_bytes)
-            self.peak_rss = max(self.peak_rss, reached)
+            self.peak_rss_by_replica[i] = max(self.peak_rss_by_replica[i], reached)
             if now_ns / NS_PER_S >= self.steady_from_s:
-                self.peak_rss_steady = max(self.peak_rss_steady, reached)
+                self.peak_rss_steady_by_replica[i] = max(self.peak_rss_steady_by_replica[i], reached)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,

@@ -189,9 +189,15 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
 
 
 def _levels_table(sim: "Simulation") -> pd.DataFrame:
-    server = sim.server
-    names = list(server.apf.levels)
-    dispatched_by_level, rejected_by_level = server.dispatched_by_level, server.rejected_by_level
+    """Per priority level, over every replica."""
+    names = list(sim.servers[0].apf.levels)
+    dispatched_by_level: dict[str, int] = {}
+    rejected_by_level: dict[tuple[str, str], int] = {}
+    for server in sim.servers:
+        for k, n in server.dispatched_by_level.items():
+            dispatched_by_level[k] = dispatched_by_level.get(k, 0) + n
+        for k, n in server.rejected_by_level.items():
+            rejected_by_level[k] = rejected_by_level.get(k, 0) + n
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -220,20 +226,14 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
     sc = sim.scenario
     server = sim.server
     rec = sim.recorder
-    process = server.model.process
-    cpu = series[series["metric"] == "process_cpu_seconds_total"].set_index("time_s")["value"]
-    cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
-    gc_cpu = series[series["metric"] == "go_cpu_classes_gc_total_cpu_seconds_total"].set_index("time_s")["value"]
-    gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
-    gc_cycles = series[series["metric"] == "go_gc_duration_seconds_count"]["value"]
     duration = sc.run.duration_s
-    rss = series[series["metric"] == "process_resident_memory_bytes"].set_index("time_s")["value"]
-    ooms = series[series["metric"] == "simapf_oom_kills_total"].set_index("time_s")["value"]
-    # The steady-state window [steady, end]: its peaks are running maxima from its start (see
-    # Recorder); its means are over the samples in it, CPU's from the counter's growth.
     steady = sc.run.steady_from_s
-    rss_steady = rss[rss.index >= steady]
-    cpu_steady = float(cpu.iloc[-1] - np.interp(steady, cpu.index.to_numpy(), cpu.to_numpy())) if len(cpu) else 0.0
+    # With several replicas, per-process figures are per replica: means over the replicas, peaks
+    # the highest replica's (what its limits are compared with); `replicas` gives each.
+    per_replica = [_replica_figures(series, label, duration, steady) for label in rec.replica_labels]
+    rss = series[series["metric"] == "process_resident_memory_bytes"]
+    rss_steady = rss[rss["time_s"] >= steady]["value"]
+    ooms = _counter_over_replicas(series, "simapf_oom_kills_total")
     by_class = {}
     for row in client_latency.to_dict("records"):
         # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
@@ -244,7 +244,7 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
     for i, e in enumerate(sc.events):
         end = event_end_s(e)
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
-        window = rss[(rss.index >= e.at_s) & (rss.index <= nxt)]
+        window = rss[(rss["time_s"] >= e.at_s) & (rss["time_s"] <= nxt)]["value"]
         kills = ooms[(ooms.index >= e.at_s) & (ooms.index <= nxt)]
         events.append({
             "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
@@ -275,7 +275,11 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
         row["by_verb"] = by_class.get(g.spec.name, {})
         clients.append(row)
 
-    completed = dict(server.completed)
+    completed: dict[str, int] = {}
+    for srv in sim.servers:
+        for k, n in srv.completed.items():
+            completed[k] = completed.get(k, 0) + n
+    n_replicas = len(sim.servers)
     return {
         "simapf_version": __version__,
         "scenario_name": sc.name,
@@ -296,31 +300,82 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
             "peak_heap_steady_bytes": rec.peak_heap_steady,
         },
         "cpu": {
-            "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
-            "peak_cores": float(cores.max()) if len(cores) else 0.0,
+            "mean_cores": sum(r["mean_cores"] for r in per_replica) / n_replicas,
+            "peak_cores": max(r["peak_cores"] for r in per_replica),
             "cores": server.model.params.cpu.cores,
-            "mean_cores_steady": cpu_steady / (duration - steady),
+            "mean_cores_steady": sum(r["mean_cores_steady"] for r in per_replica) / n_replicas,
             # The Go GC's share (mark workers and assists); its CPU limiter holds it near half of
             # GOMAXPROCS over a window, which a scrape interval's peak may pass a little.
-            "gc_mean_cores": float(gc_cpu.iloc[-1] / duration) if len(gc_cpu) else 0.0,
-            "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
-            "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
+            "gc_mean_cores": sum(r["gc_mean_cores"] for r in per_replica) / n_replicas,
+            "gc_peak_cores": max(r["gc_peak_cores"] for r in per_replica),
+            "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
         },
         "admission_webhooks": [
             {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
             for w in (server.admission.webhooks if server.admission is not None else [])
         ],
         "process": {
-            "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
-            "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
+            "oom_kills": sum(s.model.process.oom_kills for s in sim.servers),
+            "kills": sum(s.model.process.kills for s in sim.servers),
+            "restarts": sum(s.model.process.restarts for s in sim.servers),
+            "down_s": sum(s.model.process.down_ns_until(int(duration * NS_PER_S)) for s in sim.servers) / NS_PER_S,
         },  # fmt: skip
+        "replicas": [_replica_summary(sim, i, figures, duration) for i, figures in enumerate(per_replica)],
+        # Every process death in time order: which replica, why, and what moved to the others.
+        "deaths": [d.as_dict() for d in sim.balancer.deaths],
         "requests": {"total": sum(completed.values()), "by_outcome": completed},
         "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
         "latency": latency.to_dict("records"),
         "clients": clients,
         "events": events,
         "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
+        "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
         # What made these numbers: the build, the resolved scenario, the calibration, the seed.
         "provenance": provenance(scenario, server.model.params, [sc.run.seed]),
         "scenario": scenario,
     }
+
+
+def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float) -> dict[str, float]:
+    """One replica's CPU from its counters (the series labelled `label`)."""
+    mine = series[series["replica"].fillna("") == label]
+
+    def counter(name: str) -> pd.Series:
+        return mine[mine["metric"] == name].set_index("time_s")["value"]
+
+    cpu = counter("process_cpu_seconds_total")
+    gc_cpu = counter("go_cpu_classes_gc_total_cpu_seconds_total")
+    gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
+    cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
+    gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
+    cpu_steady = float(cpu.iloc[-1] - np.interp(steady, cpu.index.to_numpy(), cpu.to_numpy())) if len(cpu) else 0.0
+    return {
+        "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
+        "peak_cores": float(cores.max()) if len(cores) else 0.0,
+        "mean_cores_steady": cpu_steady / (duration - steady),
+        "gc_mean_cores": float(gc_cpu.iloc[-1] / duration) if len(gc_cpu) else 0.0,
+        "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
+        "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
+    }
+
+
+def _counter_over_replicas(series: pd.DataFrame, name: str) -> pd.Series:
+    """A counter summed over the replicas, by time."""
+    return series[series["metric"] == name].groupby("time_s")["value"].sum()
+
+
+def _replica_summary(sim: "Simulation", i: int, figures: dict[str, float], duration: float) -> dict[str, Any]:
+    server = sim.servers[i]
+    process = server.model.process
+    rec = sim.recorder
+    return {
+        "replica": i,
+        "peak_rss_bytes": rec.peak_rss_by_replica[i],
+        "peak_rss_steady_bytes": rec.peak_rss_steady_by_replica[i],
+        "mean_cores": figures["mean_cores"],
+        "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
+        "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
+        "requests": dict(server.completed),
+        "connections_at_end": sim.balancer.connections[i],
+        "open_watches_at_end": sim.cluster.open_watches(i),
+    }  # fmt: skip

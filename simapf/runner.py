@@ -31,6 +31,7 @@ from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.clientgo import Timers
+from simapf.workload.balancer import LoadBalancer
 from simapf.workload.clients import ClientGroup, Context, stream
 from simapf.workload.cluster import Cluster
 from simapf.workload.events import EventRunner
@@ -55,28 +56,42 @@ class Simulation:
         gates = sc.kubernetes.feature_gates
         self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))
         api = sc.apiserver
-        self.server = SimulatedAPIServer(
-            env,
-            apf_objects=apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf"),
-            server_concurrency=api.server_concurrency,
-            params=server_params(loaded),
-            estimator=work_estimator(sc.apf.estimator, "apf.estimator"),
-            gates=FeatureGates(
-                size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
-                watch_list=gates.WatchList,
-                etcd_supports_progress_notify=gates.ConsistentListFromCache,
-            ),
-            object_stats=self.inventory,
-            wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
-            rng=stream(seed, "apiserver", 0, "work"),
-            admission=_admission(sc, env, seed),
-        )
-        self.server.model.set_watch_cache(self.inventory.cached_resources())
+        params = server_params(loaded)
+        admission = _admission(sc, env, seed)  # one webhook service, called by every replica
+        # Every replica is a whole apiserver: its own APF with the full limits (as upstream), its
+        # own watch caches, memory, GC and OOM kills, its own stream of work variation.
+        self.servers = [
+            SimulatedAPIServer(
+                env,
+                apf_objects=apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf"),
+                server_concurrency=api.server_concurrency,
+                params=params,
+                estimator=work_estimator(sc.apf.estimator, "apf.estimator"),
+                gates=FeatureGates(
+                    size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
+                    watch_list=gates.WatchList,
+                    etcd_supports_progress_notify=gates.ConsistentListFromCache,
+                ),
+                object_stats=self.inventory,
+                wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
+                rng=stream(seed, "apiserver", i, "work"),
+                admission=admission,
+                replica=i,
+            )
+            for i in range(api.replicas)
+        ]
+        self.server = self.servers[0]  # the only one unless apiserver.replicas > 1
+        for server in self.servers:
+            server.model.set_watch_cache(self.inventory.cached_resources())
         for group in sc.crds_at_start():
             self.inventory.install_crds(group, group.count)
-            self.server.model.set_crds(group.count * crd_bytes(self.server.model.params, group))
-        self._cache_version = 0
-        self.cluster = Cluster(env, self.server, self.inventory)
+            for server in self.servers:
+                server.model.set_crds(group.count * crd_bytes(params, group))
+        self._cache_versions = [0] * api.replicas
+        lb = api.load_balancer
+        self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
+                                     stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
+        self.cluster = Cluster(env, self.servers, self.inventory, self.balancer)
         self.timers = Timers(self.server.scheduler)
         self.ctx = Context(self.cluster, self.timers, seed, gates.WatchListClient)
         resolve = self.inventory.get
@@ -121,11 +136,12 @@ class Simulation:
     def _refresh_watch_cache(self) -> None:
         # Writes change what the watch caches hold; the model follows once per scrape.
         version = sum(o.version for o in self.inventory.by_key.values())
-        model = self.server.model
-        # A refilling cache is filled from etcd as it is then; apply changes once it is up.
-        if version != self._cache_version and model.state is ProcessState.UP:
-            self._cache_version = version
-            model.set_watch_cache(self.inventory.cached_resources())
+        for i, server in enumerate(self.servers):
+            model = server.model
+            # A refilling cache is filled from etcd as it is then; apply changes once it is up.
+            if version != self._cache_versions[i] and model.state is ProcessState.UP:
+                self._cache_versions[i] = version
+                model.set_watch_cache(self.inventory.cached_resources())
 
 
 def _admission(sc: Scenario, env: simpy.Environment, seed: int) -> Admission | None:

@@ -39,6 +39,21 @@ def format_summary(s: dict[str, Any]) -> str:
     add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")
     by = s["requests"]["by_outcome"]
     add(f"  requests    {s['requests']['total']:,}: " + ", ".join(f"{k} {v:,}" for k, v in by.items()))
+    replicas = s.get("replicas", [])
+    if len(replicas) > 1:
+        add("")
+        add(f"  replicas ({s['load_balancer']['policy']} balancing; per-process figures above: CPU means over them, "
+            f"peaks the highest)")  # fmt: skip
+        add("  replica   peak RSS      mean CPU   OOM kills   down     connections at end")
+        for r in replicas:
+            add(f"  {r['replica']:>7}   {_mb(r['peak_rss_bytes']):>10}   {r['mean_cores']:>8.2f}   {r['oom_kills']:>9}   "
+                f"{r['down_s']:>4.0f} s   {r['connections_at_end']:>11}")  # fmt: skip
+        if s["deaths"]:
+            add("  deaths, in order (each moves its clients to the others)")
+            for d in s["deaths"]:
+                rss = f" at {_mb(d['rss_bytes'])}" if d["rss_bytes"] is not None else ""
+                add(f"  t={d['at_s']:>8.1f} s  replica {d['replica']}: {d['reason']}{rss}; it held "
+                    f"{d['connections']} client connections and {d['open_watches']} watches")  # fmt: skip
 
     add("")
     add("  priority level              requests   rejected   rate     by reason")

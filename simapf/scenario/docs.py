@@ -70,6 +70,9 @@ UNITS: dict[str, str] = {
     "RunSpec.seed": "—",  # an identifier, not a quantity
     "RunSpec.max_requests": "requests",
     "AdmissionWebhook.replicas": "pods",
+    "Apiserver.replicas": "processes",
+    "Apiserver.goaway_chance": "fraction of requests",
+    "RestartEvent.replica": "index",
     "AdmissionWebhook.concurrency": "calls",
     "WebhookServiceTime.sigma": "—",
     "CrdGroup.count": "CRDs",

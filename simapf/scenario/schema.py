@@ -109,8 +109,51 @@ class Kubernetes(_Model):
 # The apiserver
 
 
+class LoadBalancer(_Model):
+    """How client connections reach the replicas when there are several (apiserver.replicas > 1).
+    A client instance keeps one HTTP/2 connection, so all its requests and watches go to the replica
+    that connection reached, until that replica dies (or sends a GOAWAY) and the client reconnects."""
+
+    policy: Literal["round-robin", "least-connections", "random"] = Field(
+        "round-robin",
+        description=(
+            "Which replica a new connection goes to, among those the health checks see serving: in turn "
+            "(round-robin), the one with the fewest open connections (least-connections), or at random "
+            "(a flow hash, as network load balancers do)."
+        ),
+    )
+    health_check_s: float = Field(
+        10.0, ge=0,
+        description=(
+            "How long the balancer takes to notice that a replica died or came back; until then it sends "
+            "new connections by what it saw last (to a dead one they are refused). Default: two failed "
+            "checks 5 s apart, the defaults of Google Cloud health checks (checkIntervalSec 5, "
+            "unhealthyThreshold 2)."
+        ),
+    )
+
+
 class Apiserver(_Model):
-    """One kube-apiserver. Fields here override the same ones of the resource-model parameters."""
+    """The kube-apiserver, and how many replicas of it there are. Fields here override the same
+    ones of the resource-model parameters; every replica has all of them (its own cores, memory
+    limit and APF with the full concurrency limits, as upstream does)."""
+
+    replicas: int = Field(
+        1, ge=1, le=16,
+        description=(
+            "Apiserver replicas behind one load balancer, all reading the same etcd. Each has its own "
+            "APF, watch caches, memory, GC and OOM kills."
+        ),
+    )
+    load_balancer: LoadBalancer = Field(LoadBalancer(), description="How connections are spread over the replicas.")
+    goaway_chance: float = Field(
+        0.0, ge=0, le=0.02,
+        description=(
+            "--goaway-chance: the share of requests (watches excepted) after which the replica closes the "
+            "client's connection with an HTTP/2 GOAWAY, so that the client reconnects through the load "
+            "balancer. Upstream: 0 (off) to 0.02; 0.001 recommended as a start."
+        ),
+    )
 
     cores: Annotated[float, BeforeValidator(_cores)] = Field(
         16.0, gt=0, description="CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes them (8000m)."
@@ -821,9 +864,10 @@ class OutageEvent(_Event):
 
 
 class RestartEvent(_Event):
-    """The apiserver process is killed; it comes back after apiserver.restart_s, its caches empty."""
+    """An apiserver process is killed; it comes back after apiserver.restart_s, its caches empty."""
 
     kind: Literal["restart"] = Field(description="restart: this kind of event.")
+    replica: int = Field(0, ge=0, description="Which apiserver replica is killed (from 0).")
 
 
 class RampEvent(_Event):
@@ -1044,6 +1088,11 @@ class Scenario(_Model):
                 raise ValueError(f"events[{i}].at_s: {e.at_s:g} s is after the run ends (run.duration_s: {self.run.duration_s:g})")
             if isinstance(e, RampEvent) and e.client not in names:
                 raise ValueError(f"events[{i}].client: no client named {e.client!r}")
+            if isinstance(e, RestartEvent) and e.replica >= self.apiserver.replicas:
+                raise ValueError(
+                    f"events[{i}].replica: there is no replica {e.replica} (apiserver.replicas: "
+                    f"{self.apiserver.replicas}; replicas count from 0)"
+                )
         groups: dict[str, int] = {}
         for i, g in enumerate(self.crds):
             if g.name in groups:

@@ -151,7 +151,16 @@ class ResourceModel:
         """A request has arrived: it holds `request_memory.request_held_bytes` (goroutines, the
         request, its stream's buffers) until `release_request`, queued or executing. Returns
         False if the allocation killed the process (then nothing is held)."""
-        nbytes = self.held_bytes
+        return self.hold(self.held_bytes)
+
+    def release_request(self) -> None:
+        """A request that `hold_request` counted has ended (not called for a process that died
+        since: its memory went with it)."""
+        self.release(self.held_bytes)
+
+    def hold(self, nbytes: float) -> bool:
+        """`nbytes` stay live in flight (a request, an open watch) until `release(nbytes)`.
+        Returns False if the allocation killed the process (then nothing is held)."""
         if nbytes and self._up:
             mem = self.memory
             mem.inflight_live += nbytes
@@ -159,11 +168,10 @@ class ResourceModel:
                 return False
         return True
 
-    def release_request(self) -> None:
-        """A request that `hold_request` counted has ended (not called for a process that died
-        since: its memory went with it)."""
+    def release(self, nbytes: float) -> None:
+        """What `hold(nbytes)` held is freed (not called for a process that died since)."""
         if self._up:
-            self.memory.inflight_live -= self.held_bytes
+            self.memory.inflight_live -= nbytes
 
     def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None,
               link: Link | None = None) -> bool:  # fmt: skip

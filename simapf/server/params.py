@@ -422,6 +422,16 @@ class RequestMemoryParams(_Params):
             "and the HTTP/2 stream's 4 KiB response writer. Sum of those priors; not fitted."
         ),
     )
+    watch_held_bytes: Bytes = Field(
+        36 * 1024,
+        description=(
+            "Bytes an open watch holds for as long as it stays open: its handler goroutine (~16 KiB of "
+            "stack, as a request's), the cacher's cacheWatcher with its own processing goroutine (8 KiB, "
+            "Go's smallest stack after one doubling) and its buffered input and result channels, the "
+            "request with its context (~8 KiB) and the HTTP/2 stream's 4 KiB response writer "
+            "(k8s.io/apiserver storage/cacher cache_watcher.go, 1.37). Sum of those priors; not fitted."
+        ),
+    )
 
 
 class GcParams(_Params):

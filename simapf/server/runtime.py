@@ -79,7 +79,7 @@ class ServerRequest:
 
     __slots__ = (
         "attrs", "cost", "service_ns", "on_done", "received_ns", "dispatch_ns", "done_ns",
-        "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "incarnation",
+        "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "replica", "incarnation",
         "tag", "retry_after_s", "link",
     )  # fmt: skip
 
@@ -99,6 +99,7 @@ class ServerRequest:
         self.flow_schema = ""
         self.seats = 0
         self.apf = None
+        self.replica = 0  # which apiserver replica took it, and its process incarnation then
         self.incarnation = 0
         self.tag = tag
         self.retry_after_s = 0  # the Retry-After of a 429
@@ -110,7 +111,7 @@ class ServerRequest:
 
 
 class SimulatedAPIServer:
-    """One kube-apiserver: APF (`apf`) and its resources (`model`) on `env`."""
+    """One kube-apiserver (one replica): APF (`apf`) and its resources (`model`) on `env`."""
 
     def __init__(
         self,
@@ -124,10 +125,13 @@ class SimulatedAPIServer:
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
         rng: np.random.Generator | None = None,
         admission: "Admission | None" = None,
+        replica: int = 0,
     ) -> None:
         """`rng`: the stream that varies each request's work (`request_cpu.work_cv`).
-        `admission`: the admission webhooks writes pass through while they hold their seats."""
+        `admission`: the admission webhooks writes pass through while they hold their seats.
+        `replica`: its number among the apiserver replicas."""
         self.env = env
+        self.replica = replica
         self.admission = admission
         self.scheduler = SimPyScheduler(env)
         self.model = ResourceModel(env, params, rng)
@@ -137,6 +141,7 @@ class SimulatedAPIServer:
             object_stats=object_stats, wait_limit_ns=wait_limit_ns,
         )  # fmt: skip
         self.incarnation = 0
+        self.up_since_ns = env._now  # when this process started: its watch caches hold history from then
         self.watch_tracker = WatchTracker()  # open watches; emptied when the process dies
         # Whether the response of the request being estimated is streamed: the work estimator
         # asks (EstimationContext.response_streamed) while `submit` hands the request to APF, as
@@ -203,6 +208,7 @@ class SimulatedAPIServer:
             self._end(rec, UNAVAILABLE, "down")
             return rec
         self._seq += 1
+        rec.replica = self.replica
         rec.incarnation = self.incarnation
         self._pending[id(rec)] = rec
         if not self.model.hold_request():
@@ -316,4 +322,5 @@ class SimulatedAPIServer:
             self._end(rec, FAILED, self.model.process.last_down_reason or "killed")
 
     def _restarted(self, now_ns: int) -> None:
+        self.up_since_ns = now_ns
         self.apf = self._new_apf()

@@ -28,6 +28,7 @@ from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
+from simapf.workload.balancer import Connection
 from simapf.workload.cluster import GONE, Cluster
 
 # How a logical request ended, as its client saw it. `rejected`: a 429 (other than an APF queue
@@ -212,7 +213,7 @@ class Requester:
     """A client-go REST client of one client instance."""
 
     __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client", "processor", "link",
-                 "half_rtt_ns")  # fmt: skip
+                 "half_rtt_ns", "conn")  # fmt: skip
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
                  stats: ClientStats, client: str = "", processing: ClientProcessing | None = None,
@@ -227,6 +228,7 @@ class Requester:
         self.processor = response_processor(processing, cache_write_s)
         self.link = link  # the way responses come back (simapf.server.network); None: at once
         self.half_rtt_ns = int(round(rtt_s * NS_PER_S / 2))  # each way of a round trip
+        self.conn = Connection()  # its HTTP/2 connection to an apiserver replica
 
     def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
            **kw) -> None:  # fmt: skip
@@ -252,7 +254,7 @@ class Requester:
         self.stats.attempts += 1
         # The tag says whose attempt this is and which one (0 = first, k = k-th retry after a 429).
         self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec),
-                          tag=(self.client, call.retries), link=self.link, **call.kw)  # fmt: skip
+                          tag=(self.client, call.retries), link=self.link, conn=self.conn, **call.kw)  # fmt: skip
 
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:

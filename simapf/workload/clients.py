@@ -29,7 +29,7 @@ from simapf.server.network import Link
 from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, token_bucket
-from simapf.workload.cluster import Cluster
+from simapf.workload.cluster import GONE, Cluster, Position
 
 AUTHENTICATED = "system:authenticated"
 
@@ -68,7 +68,7 @@ class Context:
 
     @property
     def server_watch_list(self) -> bool:
-        return self.cluster.server.apf.gates.watch_list
+        return self.cluster.servers[0].apf.gates.watch_list  # every replica runs the same version
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,6 +101,7 @@ class Instance:
     def stop(self) -> None:
         self.active = False
         self.requester.active = False
+        self.ctx.cluster.balancer.disconnect(self.requester.conn)
 
     def attrs(self, verb: str, resource_ref: str, namespace: str | None, opts: ListOptions = ListOptions(),
               name: str = "") -> RequestAttributes:  # fmt: skip
@@ -184,7 +185,7 @@ class _TemplateSender(Instance):
                 cluster.close_watch(w)
                 on_complete(ok)
 
-        w = cluster.open_watch(attrs, share, lambda reason: finish(False))
+        w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec)
         self.ctx.timers.after(int(t.watch_duration_s * NS_PER_S), lambda _: finish(True))
 
 
@@ -398,8 +399,7 @@ class InformerInstance(Instance):
         self.field_selector = fs
         self.synced = False  # listed, and a watch is open or being re-opened
         self.watching = False
-        self.rv_ns = 0  # when the resourceVersion the informer holds was current
-        self.rv_incarnation = 0
+        self.rv: Position = (0, 0, 0)  # the resourceVersion it holds: when it was current, and where
         self.has_listed = False
         self.watch = None
         self._list_and_watch()
@@ -469,13 +469,13 @@ class InformerInstance(Instance):
             elif paged and page + 1 < self.ctx.cluster.pages(attrs, spec.selectivity):
                 self._list_page(attrs, page + 1)
             else:
-                self._listed()
+                self._listed(rec)
 
         self.requester.do(attrs, spec.encoding, answered, selectivity=spec.selectivity, page=page if paged else -1)
 
-    def _listed(self) -> None:
+    def _listed(self, rec: ServerRequest) -> None:
         self.has_listed = True
-        self._mark_current()
+        self.rv = self.ctx.cluster.position(rec)
         self.synced = True
         self._start_watch()
 
@@ -486,17 +486,14 @@ class InformerInstance(Instance):
             self._relist_later()
             return
         self.has_listed = True
-        self._mark_current()
+        self.rv = self.ctx.cluster.position(rec)
         self.synced = True
-        self._opened(attrs)  # the WatchList stream goes on as the watch
+        self._opened(attrs, rec)  # the WatchList stream goes on as the watch
 
     def _relist_later(self) -> None:
         self.synced = False
         self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._list_and_watch)
 
-    def _mark_current(self) -> None:
-        self.rv_ns = self.ctx.timers.now()
-        self.rv_incarnation = self.ctx.cluster.server.incarnation
 
     # ---------------------------------------------------------------- watching
 
@@ -504,33 +501,27 @@ class InformerInstance(Instance):
         if not self.active:
             return
         spec = self.spec
-        cluster = self.ctx.cluster
         attrs = self.attrs("watch", spec.resource, self.namespace,
                            self._opts(resource_version="rv", send_initial_events=None))  # fmt: skip
-        if cluster.network_up and cluster.server.model.up and not cluster.watch_resumable(self.rv_ns, self.rv_incarnation):
-            # The server answers 410 Gone: the resourceVersion is too old.
-            self.group.stats.gone += 1
-            self.requester.do(attrs, spec.encoding, self._gone, selectivity=spec.selectivity, gone=True)
-            return
-        self.requester.do(attrs, spec.encoding, lambda rec: self._watch_answer(rec, attrs), selectivity=spec.selectivity)
-
-    def _gone(self, rec: ServerRequest) -> None:
-        if not self.active:
-            return
-        self._relist_later()
+        self.requester.do(attrs, spec.encoding, lambda rec: self._watch_answer(rec, attrs),
+                          selectivity=spec.selectivity, since=self.rv)  # fmt: skip
 
     def _watch_answer(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
         if not self.active:
             return
         if rec.outcome == OK:
-            self._opened(attrs)
+            self._opened(attrs, rec)
+        elif rec.outcome == GONE:
+            # 410: the replica's watch cache does not reach back to the resourceVersion: relist.
+            self.group.stats.gone += 1
+            self._relist_later()
         else:
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
             self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
 
-    def _opened(self, attrs: RequestAttributes) -> None:
+    def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
         self.watching = True
-        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken)
+        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec)
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
         watch = self.watch
         self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
@@ -541,18 +532,22 @@ class InformerInstance(Instance):
         self.ctx.cluster.close_watch(watch)
         self.watch = None
         self.watching = False
-        self._mark_current()  # bookmarks kept the resourceVersion current
+        # Bookmarks kept the resourceVersion current, on the replica that served the watch.
+        self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
         self._start_watch()
 
     def _broken(self, _reason: str) -> None:
         if not self.active:
             return
         self.group.stats.watch_breaks += 1
+        watch = self.watch
         self.watch = None
         self.watching = False
         # The resourceVersion was current until now, but it still belongs to the process that
-        # served it: after a restart the new watch cache answers 410 (keep rv_incarnation).
-        self.rv_ns = self.ctx.timers.now()
+        # served it: that process's successor answers 410; another replica whose watch cache
+        # started earlier can resume from it.
+        if watch is not None:
+            self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
         # client-go's watch loop re-watches at once when a stream closes; only a refused
         # attempt (handled in _watch_answer) backs off.
         self._start_watch()

@@ -1,14 +1,16 @@
-"""The cluster as clients see it: the network, one apiserver, its objects and its open watches.
+"""The cluster as clients see it: the network, the apiserver replicas, their objects and open watches.
 
-`Cluster.send` takes a request as a client would write it, works out what it costs from the
-inventory (how many objects a LIST returns, where it is served from, whether it streams), and
-hands it to the simulated apiserver. It also plays the parts of the apiserver that live outside
-APF and the resource model: watches that stay open and receive events, 410 Gone for a watch
-that asks for history the watch cache no longer has, and 429 while a watch cache refills.
+`Cluster.send` takes a request as a client would write it, sends it over the client's connection
+to a replica (simapf.workload.balancer), works out what it costs from the inventory (how many
+objects a LIST returns, where it is served from, whether it streams), and hands it to that
+simulated apiserver. It also plays the parts of the apiserver that live outside APF and the
+resource model: watches that stay open on their replica and receive events, 410 Gone for a watch
+that asks for history the replica's watch cache does not have, and 429 while a watch cache refills.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import simpy
@@ -19,6 +21,7 @@ from simapf.server.costs import encode_cost
 from simapf.server.network import Link
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimulatedAPIServer
+from simapf.workload.balancer import Connection, LoadBalancer
 from simapf.workload.inventory import STATS_REFRESH_NS, Inventory, ResourceObjects
 
 GONE = "gone"  # 410: the watch's resourceVersion is older than the watch cache's history
@@ -27,40 +30,51 @@ PLAN_CACHE_LIMIT = 20_000  # distinct request costs the resource model may keep 
 
 ENCODINGS = {e.value: e for e in Encoding}
 Done = Callable[[ServerRequest], None]
+# A resourceVersion as a client holds it: when it was current, and the replica and process
+# incarnation that served it (a watch from it can resume only where that history is kept).
+Position = tuple[int, int, int]
 
 
 class OpenWatch:
-    """A watch the server is sending events to."""
+    """A watch a replica is sending events to."""
 
-    __slots__ = ("resource", "namespace", "share", "on_broken", "token", "open")
+    __slots__ = ("resource", "namespace", "share", "on_broken", "token", "open", "replica", "incarnation")
 
-    def __init__(self, resource: str, namespace: str, share: float, on_broken: Callable[[str], None]) -> None:
+    def __init__(self, resource: str, namespace: str, share: float, on_broken: Callable[[str], None],
+                 replica: int, incarnation: int) -> None:  # fmt: skip
         self.resource = resource
         self.namespace = namespace
         self.share = share  # the fraction of the resource's events it receives (selectors)
         self.on_broken = on_broken
         self.token = None
         self.open = True
+        self.replica = replica  # the replica serving it, and its process incarnation
+        self.incarnation = incarnation
 
 
 class Cluster:
-    def __init__(self, env: simpy.Environment, server: SimulatedAPIServer, inventory: Inventory) -> None:
+    def __init__(self, env: simpy.Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
+                 balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
-        self.server = server
+        self.servers = servers
+        self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory
         self.network_up = True
         self.network_epoch = 0  # bumped when the network fails: responses in flight are lost
         # Outages that force (or forbid) a relist: (start ns, end ns, "always"|"never").
         self.forced_relists: list[tuple[int, int, str]] = []
-        # Open watches per resource. Dicts (insertion-ordered), not sets: sets of objects iterate
-        # in address order, which would make event fan-out sums and break order vary per process.
-        self._watches: dict[str, dict[OpenWatch, None]] = {}
+        # Open watches per replica and resource. Dicts (insertion-ordered), not sets: sets of
+        # objects iterate in address order, which would make event fan-out sums and break order
+        # vary per process.
+        self._watches: list[dict[str, dict[OpenWatch, None]]] = [{} for _ in servers]
         self.watch_events_total = 0.0
         self._last_stats_ns = 0
         self.observer: Done | None = None  # sees every request the apiserver answered
-        server.model.process.on_oom.append(self._server_died)
-        self.params = server.model.params
-        self._event_cpu = server.model.params.request_cpu.watch_event_core_s_per_object
+        for i, server in enumerate(servers):
+            server.model.process.on_oom.append(partial(self._server_died, i))
+        self.params = servers[0].model.params
+        self._event_cpu = self.params.request_cpu.watch_event_core_s_per_object
+        self._watch_bytes = self.params.request_memory.watch_held_bytes
 
     # ------------------------------------------------------------------ requests
 
@@ -74,37 +88,46 @@ class Cluster:
         page: int = -1,
         object_bytes: float = 0.0,
         tag: object = None,
-        gone: bool = False,
+        since: Position | None = None,
         link: Link | None = None,
+        conn: Connection | None = None,
     ) -> None:
         """Send a request now; `on_done(request)` gets it back with `outcome` set.
 
         `page` >= 0 is the page index of a paged LIST (its continue token stands for it);
-        `object_bytes` is the size of a written object; `gone`: a WATCH from a resourceVersion
-        the watch cache no longer has, which the server answers with 410 once APF admits it;
-        `link`: the way to the client (simapf.server.network), which its response takes time on.
+        `object_bytes` is the size of a written object; `since`: for a WATCH from a
+        resourceVersion, where that resourceVersion came from: if the replica cannot resume
+        from it, it answers 410 Gone once APF admits the request; `link`: the way to the client
+        (simapf.server.network), which its response takes time on; `conn`: the client's
+        connection (none: the first replica).
         """
         if not self.network_up:
             self._refuse(attrs, on_done, tag)
             return
-        if self.env._now - self._last_stats_ns >= STATS_REFRESH_NS:
-            self._last_stats_ns = self.env._now
+        now = self.env._now
+        if now - self._last_stats_ns >= STATS_REFRESH_NS:
+            self._last_stats_ns = now
             self.inventory.refresh_stats()
+        server = self.balancer.server_for(conn) if conn is not None else self.servers[0]
+        up = server.model.up
+        gone = up and since is not None and not self._resumable(since, server)
         epoch = self.network_epoch
         done = lambda rec: self._deliver(rec, epoch, on_done, gone)  # noqa: E731
-        if not self.server.model.up:
+        if not up:
             # No process listens: connection refused. Checked before the cost, because a dead
             # process's watch caches are empty too and must not turn this into a 429.
-            self.server._end(ServerRequest(attrs, None, 0, done, self.env._now, tag), UNAVAILABLE, "down")
+            server._end(ServerRequest(attrs, None, 0, done, now, tag), UNAVAILABLE, "down")
             return
-        cost = self._cost(attrs, encoding, selectivity, page, object_bytes)
+        cost = self._cost(server, attrs, encoding, selectivity, page, object_bytes)
         if cost is None:
             # The watch cache is refilling and cannot send this to etcd: 429 before APF.
-            rec = ServerRequest(attrs, None, 0, done, self.env._now, tag)
+            rec = ServerRequest(attrs, None, 0, done, now, tag)
             rec.retry_after_s = 1
-            self.server._end(rec, REJECTED, "cache-not-ready")
+            server._end(rec, REJECTED, "cache-not-ready")
             return
-        self.server.submit(attrs, cost, done, tag=tag, link=link)
+        server.submit(attrs, cost, done, tag=tag, link=link)
+        if conn is not None and self.balancer.goaway_chance and attrs.verb != "watch":
+            self.balancer.goaway(conn)
 
     def _deliver(self, rec: ServerRequest, epoch: int, on_done: Done, gone: bool = False) -> None:
         if gone and rec.outcome == OK:
@@ -123,11 +146,11 @@ class Cluster:
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
         rec.done_ns = self.env._now
-        self.server.scheduler.call_at(self.env._now, ARRIVAL, 0, on_done, rec)
+        self.servers[0].scheduler.call_at(self.env._now, ARRIVAL, 0, on_done, rec)
 
-    def _cost(self, attrs: RequestAttributes, encoding: str, selectivity: float, page: int,
-              object_bytes: float) -> RequestCost | None:  # fmt: skip
-        model = self.server.model
+    def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
+              page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
+        model = server.model
         if len(model._plans) > PLAN_CACHE_LIMIT:
             model._plans.clear()
         enc = ENCODINGS[encoding]
@@ -191,68 +214,109 @@ class Cluster:
 
     # ------------------------------------------------------------------ watches
 
-    def watch_resumable(self, since_ns: int, incarnation: int) -> bool:
-        """Whether a watch from a resourceVersion seen at `since_ns`, on the server incarnation
-        `incarnation`, can resume (else the server answers 410 Gone)."""
-        if incarnation != self.server.incarnation:
-            return False  # a new process: its watch cache starts at etcd's current revision
+    def position(self, rec: ServerRequest) -> Position:
+        """The resourceVersion a successful response `rec` gave its client, as a Position."""
+        return (self.env._now, rec.replica, rec.incarnation)
+
+    def _resumable(self, since: Position, server: SimulatedAPIServer) -> bool:
+        """Whether `server` can resume a watch from `since` (else it answers 410 Gone). Its
+        watch cache keeps events from when its process started, for at least 75 s: the process
+        that gave the resourceVersion can resume while it lives; another replica can if its
+        cache started no later than the resourceVersion (revisions are etcd's, shared by all)."""
+        since_ns, replica, incarnation = since
+        if replica == server.replica:
+            if incarnation != server.incarnation:
+                return False  # a new process: its watch cache starts at etcd's current revision
+        elif server.up_since_ns > since_ns:
+            return False
         for start, end, policy in self.forced_relists:
             if start <= since_ns <= end:
                 return policy == "never"
         return self.env._now - since_ns <= WATCH_HISTORY_NS
 
-    def open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None]) -> OpenWatch:
-        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken)
-        w.token = self.server.watch_tracker.register(attrs)
-        self._watches.setdefault(w.resource, {})[w] = None
+    def open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None],
+                   rec: ServerRequest) -> OpenWatch:  # fmt: skip
+        """The watch `rec` (its successful answer) started stays open on the replica that served
+        it, holding memory there, until it is closed or broken. If that process has died since
+        the answer, the watch is broken at once."""
+        server = self.servers[rec.replica]
+        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation)
+        if rec.incarnation != server.incarnation or not self.network_up:
+            w.open = False
+            server.scheduler.call_at(self.env._now, ARRIVAL, 0, on_broken, "server-died" if self.network_up else "network")
+            return w
+        w.token = server.watch_tracker.register(attrs)
+        self._watches[rec.replica].setdefault(w.resource, {})[w] = None
+        server.model.hold(self._watch_bytes)
         return w
 
     def close_watch(self, w: OpenWatch) -> None:
         if not w.open:
             return
         w.open = False
-        watches = self._watches.get(w.resource)
+        watches = self._watches[w.replica].get(w.resource)
         if watches is not None:
             watches.pop(w, None)
-        try:
-            self.server.watch_tracker.unregister(w.token)
-        except KeyError:
-            pass  # the tracker was replaced with the process that counted it
+        server = self.servers[w.replica]
+        if w.incarnation == server.incarnation:
+            server.watch_tracker.unregister(w.token)
+            server.model.release(self._watch_bytes)
 
-    def open_watches(self) -> int:
-        return sum(len(ws) for ws in self._watches.values())
+    def open_watches(self, replica: int | None = None) -> int:
+        """Open watches on one replica, or on all."""
+        chosen = self._watches if replica is None else [self._watches[replica]]
+        return sum(len(ws) for by_resource in chosen for ws in by_resource.values())
 
     def watchers_by_resource(self) -> dict[str, int]:
-        return {k: len(ws) for k, ws in self._watches.items()}
+        out: dict[str, int] = {}
+        for by_resource in self._watches:
+            for k, ws in by_resource.items():
+                out[k] = out.get(k, 0) + len(ws)
+        return out
 
-    def break_watches(self, reason: str) -> None:
-        """Every open watch ends with an error (server death, network failure)."""
-        broken = [w for ws in self._watches.values() for w in ws]
-        self._watches.clear()
-        for w in broken:
-            w.open = False
+    def break_watches(self, reason: str, replica: int | None = None) -> None:
+        """Every open watch (of one replica, or of all) ends with an error (server death,
+        network failure). A replica that still lives frees what the watches held."""
+        chosen = range(len(self.servers)) if replica is None else [replica]
+        broken = []
+        for i in chosen:
+            server = self.servers[i]
+            for ws in self._watches[i].values():
+                for w in ws:
+                    w.open = False
+                    broken.append(w)
+                    if w.incarnation == server.incarnation:
+                        server.watch_tracker.unregister(w.token)
+                        server.model.release(self._watch_bytes)
+            self._watches[i] = {}
         for w in broken:
             w.on_broken(reason)
 
-    def _server_died(self, _now_ns: int) -> None:
-        self.break_watches("server-died")
+    def _server_died(self, replica: int, _now_ns: int) -> None:
+        deaths = self.balancer.deaths
+        if deaths and deaths[-1].replica == replica:
+            deaths[-1].open_watches = self.open_watches(replica)
+        self.break_watches("server-died", replica)
 
     def fan_out(self, resource: str, namespace: str, object_bytes: float, encoding: Encoding) -> None:
-        """A write succeeded: its event goes to every watch that selects it. The event is
-        encoded once (the apiserver caches serializations) and written to each watcher."""
-        watches = self._watches.get(resource)
-        if not watches or not self.server.model.up:
-            return
-        receivers = 0.0
-        for w in watches:
-            if not w.namespace or w.namespace == namespace:
-                receivers += w.share
-        if receivers <= 0:
-            return
-        self.watch_events_total += receivers
+        """A write succeeded: its event goes to every watch that selects it, on every replica
+        (each has its own watch cache, fed by etcd). A replica encodes the event once (the
+        apiserver caches serializations) and writes it to each of its watchers."""
         per_item, per_byte = encode_cost(self.params, encoding)
-        work = per_item + per_byte * object_bytes + self._event_cpu * receivers
-        self.server.model.cpu.add(work, _nothing)
+        for i, by_resource in enumerate(self._watches):
+            watches = by_resource.get(resource)
+            model = self.servers[i].model
+            if not watches or not model.up:
+                continue
+            receivers = 0.0
+            for w in watches:
+                if not w.namespace or w.namespace == namespace:
+                    receivers += w.share
+            if receivers <= 0:
+                continue
+            self.watch_events_total += receivers
+            work = per_item + per_byte * object_bytes + self._event_cpu * receivers
+            model.cpu.add(work, _nothing)
 
     # ------------------------------------------------------------------ outages
 

@@ -31,13 +31,16 @@ class EventRunner:
             cluster.network_down(e.relist, end_ns)
             self.ctx.timers.after(end_ns - self.ctx.timers.now(), lambda _: cluster.network_restored())
         elif isinstance(e, schema.RestartEvent):
-            cluster.server.model.kill("restart")
+            cluster.servers[e.replica].model.kill("restart")
         elif isinstance(e, schema.RampEvent):
             self._ramp(self.groups[e.client], e)
         elif isinstance(e, schema.PolicyEvent):
-            cluster.server.set_estimator(self.build_estimator(e.estimator, f"events[{i}].estimator"))
+            for server in cluster.servers:  # each replica its own (an estimator may keep state)
+                server.set_estimator(self.build_estimator(e.estimator, f"events[{i}].estimator"))
         elif isinstance(e, schema.APFConfigEvent):
-            cluster.server.reconfigure_apf(self.build_apf_objects(e.config, e.priority_levels, f"events[{i}]"))
+            # Every replica reads the same APF objects from etcd.
+            for server in cluster.servers:
+                server.reconfigure_apf(self.build_apf_objects(e.config, e.priority_levels, f"events[{i}]"))
         elif isinstance(e, schema.ClientGatesEvent):
             self.ctx.watch_list_client = e.WatchListClient
         elif isinstance(e, schema.CrdInstallEvent):
@@ -47,12 +50,12 @@ class EventRunner:
 
     def _install_crds(self, crds: schema.CrdGroup, e: schema.CrdInstallEvent) -> None:
         cluster = self.ctx.cluster
-        model = cluster.server.model
-        each = self.crd_bytes(model.params, crds)
+        each = self.crd_bytes(cluster.params, crds)
 
         def create(_, n: int = 1) -> None:
             cluster.inventory.install_crds(crds, n)
-            model.install_crds(n * each)
+            for server in cluster.servers:  # every replica serves every CRD
+                server.model.install_crds(n * each)
 
         if e.over_s <= 0:
             create(None, crds.count)

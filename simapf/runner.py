@@ -26,6 +26,7 @@ from simapf.scenario.load import (
     LoadedScenario, apf_objects, load_scenario, server_params, user_policies, work_estimator,
 )
 from simapf.scenario.schema import Scenario
+from simapf.server.etcd import EtcdModel
 from simapf.server.process import ProcessState
 from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
@@ -58,8 +59,10 @@ class Simulation:
         api = sc.apiserver
         params = server_params(loaded)
         admission = _admission(sc, env, seed)  # one webhook service, called by every replica
+        etcd = EtcdModel(env, params.etcd)  # one etcd, read by every replica
         # Every replica is a whole apiserver: its own APF with the full limits (as upstream), its
-        # own watch caches, memory, GC and OOM kills, its own stream of work variation.
+        # own watch caches, memory, GC and OOM kills, its own stream of work variation; they
+        # share etcd.
         self.servers = [
             SimulatedAPIServer(
                 env,
@@ -77,6 +80,7 @@ class Simulation:
                 rng=stream(seed, "apiserver", i, "work"),
                 admission=admission,
                 replica=i,
+                etcd=etcd,
             )
             for i in range(api.replicas)
         ]

@@ -262,6 +262,24 @@ class ProcessorSharing:
         self._pending_at = None
         self._epoch += 1
 
+    def drop(self, keep: Callable[[Callable[[Any], None]], bool]) -> None:
+        """Drop, without calling back, the request jobs whose callback `keep` rejects (one
+        process of several sharing these cores died); the others go on at the new share."""
+        now = self.env._now
+        self._advance(now)
+        kept = [item for item in self._heap if keep(item[2])]
+        if len(kept) == len(self._heap):
+            return
+        heapq.heapify(kept)
+        self._heap = kept
+        self._k = len(kept)
+        self._kf = sum(1 for item in kept if item[4])
+        self._rates()
+        self._pending_at = None
+        self._gen += 1  # the pending timeout may be for a dropped job
+        if not self._dispatching:
+            self._schedule(now)
+
     # ---------------------------------------------------------------- timer
 
     def _schedule(self, now: int) -> None:

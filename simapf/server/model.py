@@ -98,8 +98,11 @@ class ResourceModel:
     """CPU, etcd, memory and the Go GC of one kube-apiserver, driven per request."""
 
     def __init__(
-        self, env: simpy.Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None
+        self, env: simpy.Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None,
+        etcd: EtcdModel | None = None,
     ) -> None:
+        """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
+        default its own, from `params.etcd`)."""
         self.env = env
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
@@ -113,7 +116,7 @@ class ResourceModel:
             gc_sharing=params.gc.cpu_sharing,
             gc_idle_workers=params.gc.idle_mark_workers,
         )
-        self.etcd = EtcdModel(env, params.etcd)
+        self.etcd = etcd if etcd is not None else EtcdModel(env, params.etcd)
         self.memory = MemoryModel(env, params)
         self.gc = GoGC(env, params, self.memory, self.cpu)
         self.memory.gc = self.gc
@@ -211,6 +214,8 @@ class ResourceModel:
         return True
 
     def _after_etcd(self, req: Running) -> None:
+        if req.epoch != self.process.epoch:
+            return  # a range the process asked for before it died (shared etcd, FIFO)
         plan = req.plan
         if plan.wait_live_bytes:
             self.memory.inflight_live -= plan.wait_live_bytes
@@ -371,7 +376,7 @@ class ResourceModel:
         self._up = False
         self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
-        self.etcd.clear()
+        self.etcd.cancel(self)
         for link in self._links:
             link.clear()  # the process's connections broke with it
         self._links.clear()

@@ -30,6 +30,7 @@ from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 
 if TYPE_CHECKING:
+    from simapf.server.etcd import EtcdModel
     from simapf.server.webhooks import Admission
 
 # Outcomes a client sees
@@ -126,15 +127,17 @@ class SimulatedAPIServer:
         rng: np.random.Generator | None = None,
         admission: "Admission | None" = None,
         replica: int = 0,
+        etcd: "EtcdModel | None" = None,
     ) -> None:
         """`rng`: the stream that varies each request's work (`request_cpu.work_cv`).
         `admission`: the admission webhooks writes pass through while they hold their seats.
-        `replica`: its number among the apiserver replicas."""
+        `replica`: its number among the apiserver replicas; `etcd`: the etcd they share (by
+        default one of its own)."""
         self.env = env
         self.replica = replica
         self.admission = admission
         self.scheduler = SimPyScheduler(env)
-        self.model = ResourceModel(env, params, rng)
+        self.model = ResourceModel(env, params, rng, etcd)
         self._apf_args = dict(
             objects=apf_objects if apf_objects is not None else bootstrap_objects(),
             server_concurrency=server_concurrency, estimator=estimator, gates=gates,

@@ -29,14 +29,16 @@ POLICIES = ("round-robin", "least-connections", "random")
 
 
 class Connection:
-    """One client instance's connection: the replica it reached, and that replica's process
-    incarnation then (a process that died since took the connection with it). -1: none open."""
+    """One client instance's connection: the replica it reached, that replica's process
+    incarnation then (a process that died since took the connection with it), and the
+    balancer's network epoch (a network failure since broke it). -1: none open."""
 
-    __slots__ = ("replica", "incarnation")
+    __slots__ = ("replica", "incarnation", "epoch")
 
     def __init__(self) -> None:
         self.replica = -1
         self.incarnation = -1
+        self.epoch = -1
 
 
 class Death:
@@ -72,6 +74,7 @@ class LoadBalancer:
         self.in_pool = [True] * n  # what the health checks last saw: serving or not
         self.connections = [0] * n  # open client connections per replica
         self.goaways = 0
+        self.epoch = 0  # bumped when the network fails: every connection breaks
         self.deaths: list[Death] = []
         self._turn = 0
         for i, server in enumerate(servers):
@@ -86,13 +89,14 @@ class LoadBalancer:
         r = conn.replica
         if r >= 0:
             server = self.servers[r]
-            if server.incarnation == conn.incarnation:
+            if server.incarnation == conn.incarnation and conn.epoch == self.epoch:
                 return server
         r = self._pick()
         server = self.servers[r]
         if server.model.up:
             conn.replica = r
             conn.incarnation = server.incarnation
+            conn.epoch = self.epoch
             self.connections[r] += 1
         else:
             conn.replica = -1  # refused: no connection; the next request tries again
@@ -110,9 +114,14 @@ class LoadBalancer:
     def disconnect(self, conn: Connection) -> None:
         """The client closes its connection (it stopped)."""
         r = conn.replica
-        if r >= 0 and self.servers[r].incarnation == conn.incarnation:
+        if r >= 0 and self.servers[r].incarnation == conn.incarnation and conn.epoch == self.epoch:
             self.connections[r] -= 1
         conn.replica = -1
+
+    def network_failed(self) -> None:
+        """The network between clients and replicas failed: every connection broke."""
+        self.epoch += 1
+        self.connections = [0] * len(self.servers)
 
     def _pick(self) -> int:
         n = len(self.servers)

@@ -327,6 +327,7 @@ class Cluster:
             return
         self.network_up = False
         self.network_epoch += 1
+        self.balancer.network_failed()
         if relist != "auto":
             self.forced_relists.append((self.env._now, end_ns if end_ns is not None else self.env._now, relist))
         self.break_watches("network")

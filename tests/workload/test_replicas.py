@@ -159,3 +159,13 @@ def test_the_shipped_ha_storm_cascades_and_fits_with_more_memory():
     single = run("scenarios/ha-relist-storm.yaml", ["apiserver.replicas=1", "apiserver.memory_limit_bytes=64Gi"]).summary
     assert roomy["memory"]["peak_rss_bytes"] < 0.8 * single["memory"]["peak_rss_bytes"]
     assert np.isfinite(single["memory"]["peak_rss_bytes"])
+
+
+def test_a_network_failure_breaks_every_connection():
+    sc = _cluster()
+    sc["events"] = [{"at_s": 40, "kind": "outage", "duration_s": 20}]
+    result = run(sc)
+    during = _at(result, "simapf_client_connections", 50)
+    after = _at(result, "simapf_client_connections", 100)
+    assert sum(during.values()) == 0
+    assert sum(after.values()) == 72 and min(after.values()) >= 72 // 3 - 1

@@ -158,6 +158,9 @@ class Recorder:
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
+        openapi = server.model.openapi
+        if openapi.eager:
+            add(t, "aggregator_openapi_v2_regeneration_count", openapi.rebuilds, replica=replica)
         self.peak_rss_by_replica[i] = max(self.peak_rss_by_replica[i], snap.rss_bytes)
         self.peak_heap_by_replica[i] = max(self.peak_heap_by_replica[i], snap.heap_inuse_bytes)
         if t >= self.steady_from_s:

@@ -376,6 +376,8 @@ def _replica_summary(sim: "Simulation", i: int, figures: dict[str, float], durat
         "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
         "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
         "requests": dict(server.completed),
+        "openapi_v2_rebuilds": server.model.openapi.rebuilds,
+        "openapi_v2_rebuild_core_s": server.model.openapi.core_s_total,
         "connections_at_end": sim.balancer.connections[i],
         "open_watches_at_end": sim.cluster.open_watches(i),
     }  # fmt: skip

@@ -91,6 +91,7 @@ class Simulation:
             self.inventory.install_crds(group, group.count)
             for server in self.servers:
                 server.model.set_crds(group.count * crd_bytes(params, group))
+                server.model.openapi.crds_changed(group.count * crd_openapi_bytes(params, group), rebuild=False)
         self._cache_versions = [0] * api.replicas
         lb = api.load_balancer
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
@@ -192,3 +193,8 @@ def percentile(values: list[float], q: float) -> float:
 def crd_bytes(params: ServerParams, group) -> float:
     """Live heap one CRD of `group` (a schema.CrdGroup) costs: each served version's."""
     return group.served_versions * params.crds.version_bytes(group.schema_bytes)
+
+
+def crd_openapi_bytes(params: ServerParams, group) -> float:
+    """Bytes one CRD of `group` adds to the OpenAPI v2 document: each served version's."""
+    return group.served_versions * params.crds.openapi_bytes(group.schema_bytes)

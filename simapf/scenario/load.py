@@ -366,10 +366,12 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
             and isinstance(cores, (int, float)) and not isinstance(cores, bool) and cores < default_usable:
         data = _merge(data, {"cpu": {"usable_cores": float(cores)}})
     # What the version says, where no parameter set says otherwise: before 1.25 each CRD version's
-    # etcd client built its own logger (kubernetes#111477); before 1.21 kube-apiserver was built with
-    # a Go (1.12-1.15) that returned memory with MADV_FREE.
+    # etcd client built its own logger (kubernetes#111477); before 1.28 every CRD change rebuilt
+    # the OpenAPI v2 document (kubernetes#118212); before 1.21 kube-apiserver was built with a Go
+    # (1.12-1.15) that returned memory with MADV_FREE.
     sc = loaded.scenario
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
+                        (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed")):  # fmt: skip
         if not _has_path(data, keys) and isinstance(data.get(keys[0], {}), dict):
             data = _merge(data, {keys[0]: {keys[1]: value}})

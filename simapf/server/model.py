@@ -23,6 +23,7 @@ import simpy
 from simapf.server.costs import RequestPlan, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EtcdModel
+from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
@@ -139,6 +140,7 @@ class ResourceModel:
         self.held_bytes = params.request_memory.request_held_bytes
         self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
         self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
+        self.openapi = OpenAPIv2Rebuilds(params, self.cpu, self.memory)
         self._up_s_before = 0.0
 
     # ------------------------------------------------------------------ per request
@@ -376,6 +378,7 @@ class ResourceModel:
         self._up = False
         self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
+        self.openapi.process_died()
         self.etcd.cancel(self)
         for link in self._links:
             link.clear()  # the process's connections broke with it

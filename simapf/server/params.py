@@ -539,6 +539,37 @@ class CrdParams(_Params):
         False,
         description="Whether each etcd client has its own logger (before 1.25; the scenario sets it from kubernetes.version).",
     )
+    openapi_v2_eager: bool = Field(
+        False,
+        description=(
+            "Whether every CRD change rebuilds the whole OpenAPI v2 document at once (before 1.28, when "
+            "kubernetes#118212 made it lazy; the scenario sets it from kubernetes.version)."
+        ),
+    )
+    openapi_builtin_bytes: Bytes = Field(
+        3.5e6,
+        description="The OpenAPI v2 document without CRDs: 'the entire Kubernetes API spec is 3.5 MB' (lavalamp, istio/api#368, 2018).",
+    )
+    openapi_version_bytes: Bytes = Field(
+        10e3,
+        description=(
+            "What a served CRD version adds to the OpenAPI v2 document besides its schema: its paths (list, "
+            "create, get, replace, patch, delete, deletecollection, watch, status) with their parameters "
+            "and responses, and its List definition. Hypothesis."
+        ),
+    )
+    openapi_alloc_multiplier: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "Bytes a rebuild allocates per byte of the document: the document marshaled anew as JSON and "
+            "as protobuf, the two costly steps kubernetes#86967 found. Hypothesis."
+        ),
+    )
+
+    def openapi_bytes(self, schema_bytes: float) -> float:
+        """Bytes one served version with a schema of `schema_bytes` adds to the OpenAPI v2 document."""
+        return schema_bytes + self.openapi_version_bytes
 
     def version_bytes(self, schema_bytes: float) -> float:
         """Live heap of one served version with a schema of `schema_bytes`."""

@@ -51,11 +51,13 @@ class EventRunner:
     def _install_crds(self, crds: schema.CrdGroup, e: schema.CrdInstallEvent) -> None:
         cluster = self.ctx.cluster
         each = self.crd_bytes(cluster.params, crds)
+        spec_each = crds.served_versions * cluster.params.crds.openapi_bytes(crds.schema_bytes)  # its OpenAPI
 
         def create(_, n: int = 1) -> None:
             cluster.inventory.install_crds(crds, n)
             for server in cluster.servers:  # every replica serves every CRD
                 server.model.install_crds(n * each)
+                server.model.openapi.crds_changed(n * spec_each, rebuild=server.model.up)
 
         if e.over_s <= 0:
             create(None, crds.count)

@@ -173,7 +173,8 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
     for g in sim.groups.values():
         for verb, log in sorted(g.stats.requests.items()):
             lat = np.frombuffer(log.latency_s, dtype=np.float64)
-            counts = np.bincount(np.frombuffer(log.outcome, dtype=np.uint8), minlength=len(CLIENT_OUTCOMES))
+            outcome = np.frombuffer(log.outcome, dtype=np.uint8)
+            counts = np.bincount(outcome, minlength=len(CLIENT_OUTCOMES))
             n = int(lat.size)
             p50, p90, p95, p99 = (float(x) for x in np.percentile(lat, [50, 90, 95, 99]))
             rows.append({
@@ -183,7 +184,7 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
                 "max_s": float(lat.max()),
                 # What k6 prints for http_req_duration: avg, min, med, max, p(90), p(95).
                 "mean_s": float(lat.mean()), "min_s": float(lat.min()), "p95_s": p95,
-                "p99_ok_s": p99_ok(lat, np.frombuffer(log.outcome, dtype=np.uint8) == 0),
+                "p99_ok_s": p99_ok(lat, outcome == 0),
             })  # fmt: skip
     return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
 

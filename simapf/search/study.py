@@ -43,6 +43,7 @@ class Evaluator:
         self.run = run
         self.runs_dir = runs_dir
         self.rows: dict[str, dict[str, Any]] = {}  # run id -> row, this session's and the directory's
+        self._read_directory = runs_dir is None
         s = loaded.spec
         self.metrics = list(dict.fromkeys([s.objective.metric, *(c.metric for c in s.constraints), "peak_rss_bytes"]))
         self.ran = 0
@@ -57,9 +58,12 @@ class Evaluator:
 
     def results(self, tasks: list[RunTask]) -> dict[str, dict[str, Any]]:
         """Rows of `tasks` by run id: finished ones from before, the rest run now."""
-        wanted = {t.key["run_id"] for t in tasks} - set(self.rows)
-        if wanted and self.runs_dir is not None:
-            for rid, table in store.scan(self.runs_dir, wanted).items():
+        if not self._read_directory:
+            # Once: the runs an earlier session left. After that every run is this session's,
+            # so a long search does not list its directory again at every batch.
+            self._read_directory = True
+            earlier = {rid for rid, _path in store.run_files(self.runs_dir)}
+            for rid, table in store.scan(self.runs_dir, earlier).items():
                 self.rows[rid] = table.to_pylist()[0]
         todo, seen = [], set()
         for t in tasks:

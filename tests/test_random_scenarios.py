@@ -1,5 +1,6 @@
 """Random valid scenarios (hypothesis): every one runs to its end in bounded wall time, accounts
-for every request, keeps RSS at or under its limit, and gives the same summary twice.
+for every request, keeps every replica's RSS at or under its limit, never counts more client
+connections than there are client instances, and gives the same summary twice.
 
 Slow: 1,000 scenarios of 5 to 30 simulated seconds (CI runs it; `-m 'not slow'` skips it).
 """
@@ -69,16 +70,27 @@ def scenarios(draw) -> dict:
         else:
             events.append({"at_s": at, "kind": "ramp", "client": draw(st.sampled_from([c["name"] for c in clients])),
                            "to_count": draw(st.integers(0, 40)), "over_s": draw(st.integers(0, 5))})  # fmt: skip
+    seed = draw(st.integers(0, 2**31))
+    feature_gates = {"WatchListClient": draw(st.booleans()), "ConsistentListFromCache": draw(st.booleans()),
+                     "StreamingCollectionEncodingToJSON": draw(st.booleans())}  # fmt: skip
+    apiserver = {"cores": draw(st.sampled_from([2, 8, 16])),
+                 "memory_limit_bytes": draw(st.sampled_from([None, "600Mi", "2Gi", "8Gi"])),
+                 "restart_s": draw(st.sampled_from([0, 1, 10]))}  # fmt: skip
+    list_policy = draw(st.sampled_from(["upstream", "size-based", "count-based", "etcd-uncapped", "streamed-cache-cap"]))
+    # Drawn last, so that the scenarios drawn before replicas existed stay as they were.
+    replicas = draw(st.sampled_from([1, 1, 2, 3]))
+    if replicas > 1:
+        apiserver.update(replicas=replicas, goaway_chance=draw(st.sampled_from([0.0, 0.02])),
+                         load_balancer={"policy": draw(st.sampled_from(["round-robin", "least-connections", "random"])),
+                                        "health_check_s": draw(st.sampled_from([0, 10]))})  # fmt: skip
+        for e in events:
+            if e["kind"] == "restart":
+                e["replica"] = draw(st.integers(0, replicas - 1))
     return {
-        "name": "random", "run": {"duration_s": duration, "seed": draw(st.integers(0, 2**31))},
-        "kubernetes": {"feature_gates": {
-            "WatchListClient": draw(st.booleans()), "ConsistentListFromCache": draw(st.booleans()),
-            "StreamingCollectionEncodingToJSON": draw(st.booleans())}},
-        "apiserver": {"cores": draw(st.sampled_from([2, 8, 16])),
-                      "memory_limit_bytes": draw(st.sampled_from([None, "600Mi", "2Gi", "8Gi"])),
-                      "restart_s": draw(st.sampled_from([0, 1, 10]))},
-        "apf": {"estimator": {"list_policy": draw(st.sampled_from(["upstream", "size-based", "count-based",
-                                                                   "etcd-uncapped", "streamed-cache-cap"]))}},
+        "name": "random", "run": {"duration_s": duration, "seed": seed},
+        "kubernetes": {"feature_gates": feature_gates},
+        "apiserver": apiserver,
+        "apf": {"estimator": {"list_policy": list_policy}},
         "resources": resources, "clients": clients, "events": sorted(events, key=lambda e: e["at_s"]),
     }  # fmt: skip
 
@@ -102,10 +114,14 @@ def test_a_random_valid_scenario_runs_accounts_for_its_requests_and_keeps_to_its
     assert s["requests"]["total"] == sum(outcomes.values())  # every request ended one way
     assert all(v >= 0 for v in outcomes.values())
     limit = s["memory"]["memory_limit_bytes"]
-    rss = result.metric("process_resident_memory_bytes")
+    rss = result.wide("process_resident_memory_bytes", by="replica")  # a column per replica
     if limit is not None:
-        assert rss.max() <= limit * (1 + 1e-9)  # never above the limit: a crossing is an OOM kill
-    assert s["process"]["down_s"] <= sc["run"]["duration_s"] + 1e-9
+        assert rss.max().max() <= limit * (1 + 1e-9)  # never above the limit: a crossing is an OOM kill
+    for r in s["replicas"]:
+        assert r["down_s"] <= sc["run"]["duration_s"] + 1e-9
+        assert r["connections_at_end"] >= 0
+    # At most one connection per client instance running at the end.
+    assert sum(r["connections_at_end"] for r in s["replicas"]) <= sum(c["instances"] for c in s["clients"])
     # Determinism: a sample of them, run again, give the same summary.
     if sc["run"]["seed"] % 10 == 0:
         assert _stable(simapf.run(simapf.load_scenario(sc)).summary) == _stable(s)

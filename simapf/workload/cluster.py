@@ -241,13 +241,14 @@ class Cluster:
         the answer, the watch is broken at once."""
         server = self.servers[rec.replica]
         w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation)
-        if rec.incarnation != server.incarnation or not self.network_up:
+        # Its memory first: holding it may kill the process, and then the watch never opened.
+        if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(self._watch_bytes):
+            # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
             server.scheduler.call_at(self.env._now, ARRIVAL, 0, on_broken, "server-died" if self.network_up else "network")
             return w
         w.token = server.watch_tracker.register(attrs)
         self._watches[rec.replica].setdefault(w.resource, {})[w] = None
-        server.model.hold(self._watch_bytes)
         return w
 
     def close_watch(self, w: OpenWatch) -> None:

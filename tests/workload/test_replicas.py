@@ -169,3 +169,33 @@ def test_a_network_failure_breaks_every_connection():
     after = _at(result, "simapf_client_connections", 100)
     assert sum(during.values()) == 0
     assert sum(after.values()) == 72 and min(after.values()) >= 72 // 3 - 1
+
+
+def test_a_watch_whose_memory_kills_its_replica_breaks_after_it_opened():
+    """Opening a watch holds its memory, which can be the allocation that OOM-kills the replica.
+    The watch then breaks once its client holds it, not from inside the call that opens it (a
+    random scenario found this: 47 clients watching on three 600Mi replicas in a crash loop)."""
+    sc = {
+        "name": "watch-oom", "run": {"duration_s": 15, "seed": 332686750},
+        "kubernetes": {"feature_gates": {"WatchListClient": False, "ConsistentListFromCache": True,
+                                         "StreamingCollectionEncodingToJSON": False}},
+        "apiserver": {"cores": 8, "memory_limit_bytes": "600Mi", "restart_s": 0, "replicas": 3,
+                      "load_balancer": {"policy": "least-connections", "health_check_s": 0}},
+        "apf": {"estimator": {"list_policy": "size-based"}},
+        "resources": [
+            {"name": "configmaps", "count": 244, "namespaces": 11,
+             "object_size": {"mean_bytes": 40000, "distribution": "constant"}},
+            {"name": "secrets", "count": 23, "namespaces": 3, "object_size": {"mean_bytes": 4096, "distribution": "lognormal"}},
+        ],
+        "clients": [
+            {"name": "c0", "kind": "open_loop", "count": 26, "identity": {"user": "u{i}"}, "rate_per_s": 27.91790205958731,
+             "request": {"verb": "watch", "resource": "configmaps", "encoding": "cbor"}},
+            {"name": "c1", "kind": "open_loop", "count": 21, "identity": {"user": "u{i}"}, "rate_per_s": 49.0,
+             "start": {"at_s": 3, "spread_s": 3}, "request": {"verb": "watch", "resource": "secrets", "encoding": "cbor"}},
+        ],
+    }  # fmt: skip
+    result = run(sc)
+    s = result.summary
+    assert s["process"]["oom_kills"] > 0
+    assert s["requests"]["total"] == sum(s["requests"]["by_outcome"].values())
+    assert result.wide("process_resident_memory_bytes", by="replica").max().max() <= 600 * 2**20

@@ -12,7 +12,8 @@ is opt-in (`run.request_records`).
 
 Peaks are the highest scrape (and the RSS an OOM kill ended, which happens between scrapes:
 what the process had when an allocation did not fit, at most the limit), over the whole run and over the steady-state window from `steady_from_s` on: a
-running maximum that starts at the window.
+running maximum that starts at the window. With several apiserver replicas each has its own
+per-process series (label `replica`) and peaks; `peak_rss` and the like are the highest replica's.
 """
 
 from __future__ import annotations

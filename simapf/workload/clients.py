@@ -494,7 +494,6 @@ class InformerInstance(Instance):
         self.synced = False
         self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._list_and_watch)
 
-
     # ---------------------------------------------------------------- watching
 
     def _start_watch(self, _=None) -> None:

@@ -37,9 +37,22 @@ def _replica_memory(ax, result: "Result") -> None:
         color = f"C{i % 10}"
         ax.plot(rss.index, rss[replica] / GiB, color=color, label=f"replica {replica}")
         ax.plot(heap.index, heap[replica] / GiB, color=color, linestyle=":", alpha=0.8)
+    for replica, at_s, rss_bytes in death_points(result):
+        ax.plot([at_s], [rss_bytes / GiB], "x", color=f"C{replica % 10}", markersize=9, markeredgewidth=2)
+
+
+def death_points(result: "Result") -> list[tuple[int, float, float]]:
+    """(replica, time, RSS) of each process death: the RSS an OOM kill ended, else the replica's
+    RSS series at that time."""
+    rss = result.wide("process_resident_memory_bytes", by="replica")
+    points = []
     for d in result.summary["deaths"]:
-        at = d["rss_bytes"] if d["rss_bytes"] is not None else float(np.interp(d["at_s"], rss.index, rss[str(d["replica"])]))
-        ax.plot([d["at_s"]], [at / GiB], "x", color=f"C{d['replica'] % 10}", markersize=9, markeredgewidth=2)
+        at = d["rss_bytes"]
+        if at is None:
+            col = rss[str(d["replica"])].dropna()
+            at = float(np.interp(d["at_s"], col.index, col.to_numpy()))
+        points.append((d["replica"], d["at_s"], at))
+    return points
 
 
 def overview_figure(result: "Result") -> "Figure":

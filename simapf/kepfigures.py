@@ -326,10 +326,10 @@ def _per_replica(ax, result, metric: str, how: str, div: float) -> None:
         scale = 2**30 if how == "gib" else 1.0
         ax.plot(t / div, values.to_numpy() / scale, color=f"C{i}", label=f"replica {replica}")
     if metric == "process_resident_memory_bytes":
-        for d in result.summary["deaths"]:
-            col = wide[str(d["replica"])].dropna()
-            at = d["rss_bytes"] if d["rss_bytes"] is not None else float(np.interp(d["at_s"], col.index, col.to_numpy()))
-            ax.plot([d["at_s"] / div], [at / 2**30], "x", color=f"C{d['replica']}", markersize=9, markeredgewidth=2)
+        from simapf.figures import death_points
+
+        for replica, at_s, rss_bytes in death_points(result):
+            ax.plot([at_s / div], [rss_bytes / 2**30], "x", color=f"C{replica}", markersize=9, markeredgewidth=2)
 
 
 def _unit(metric: str) -> tuple[float, str]:

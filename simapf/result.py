@@ -11,7 +11,7 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -192,13 +192,8 @@ def _client_latency_table(sim: "Simulation") -> pd.DataFrame:
 def _levels_table(sim: "Simulation") -> pd.DataFrame:
     """Per priority level, over every replica."""
     names = list(sim.servers[0].apf.levels)
-    dispatched_by_level: dict[str, int] = {}
-    rejected_by_level: dict[tuple[str, str], int] = {}
-    for server in sim.servers:
-        for k, n in server.dispatched_by_level.items():
-            dispatched_by_level[k] = dispatched_by_level.get(k, 0) + n
-        for k, n in server.rejected_by_level.items():
-            rejected_by_level[k] = rejected_by_level.get(k, 0) + n
+    dispatched_by_level = _summed(s.dispatched_by_level for s in sim.servers)
+    rejected_by_level = _summed(s.rejected_by_level for s in sim.servers)
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -276,10 +271,7 @@ def _summary(sim: "Simulation", series: pd.DataFrame, latency: pd.DataFrame, lev
         row["by_verb"] = by_class.get(g.spec.name, {})
         clients.append(row)
 
-    completed: dict[str, int] = {}
-    for srv in sim.servers:
-        for k, n in srv.completed.items():
-            completed[k] = completed.get(k, 0) + n
+    completed = _summed(srv.completed for srv in sim.servers)
     n_replicas = len(sim.servers)
     return {
         "simapf_version": __version__,
@@ -358,6 +350,15 @@ def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: 
         "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
         "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
     }
+
+
+def _summed(counts: Iterable[dict]) -> dict:
+    """Per-replica counts added up, key by key, in the order keys first appear (zeros kept)."""
+    total: dict = {}
+    for c in counts:
+        for k, n in c.items():
+            total[k] = total.get(k, 0) + n
+    return total
 
 
 def _counter_over_replicas(series: pd.DataFrame, name: str) -> pd.Series:

@@ -265,9 +265,12 @@ class ProcessorSharing:
     def drop(self, keep: Callable[[Callable[[Any], None]], bool]) -> None:
         """Drop, without calling back, the request jobs whose callback `keep` rejects (one
         process of several sharing these cores died); the others go on at the new share."""
+        kept = [item for item in self._heap if keep(item[2])]
+        if not kept:
+            self.clear()  # nothing goes on: exactly a dead process's clear
+            return
         now = self.env._now
         self._advance(now)
-        kept = [item for item in self._heap if keep(item[2])]
         if len(kept) == len(self._heap):
             return
         heapq.heapify(kept)

@@ -36,6 +36,11 @@ from simapf.server.params import EtcdParams
 Callback = Callable[[Any], None]
 
 
+def _owner(callback: Callback) -> object:
+    """Whose read it is: the object a bound-method callback belongs to (an apiserver's model)."""
+    return getattr(callback, "__self__", None)
+
+
 def range_work(params: EtcdParams, stored_bytes: float, objects: int = 0) -> float:
     """Server-seconds of one range read of `stored_bytes` in `objects` keys."""
     per_byte = stored_bytes / params.bytes_per_s
@@ -82,7 +87,7 @@ class EtcdModel:
     def _serve(self, work: float, callback: Callback, arg: Any) -> None:
         self._integrate()
         self._busy += 1
-        owner = id(getattr(callback, "__self__", None))
+        owner = id(_owner(callback))
         self._busy_owners[owner] = self._busy_owners.get(owner, 0) + 1
         ev = self.env.timeout(max(1, int(round(work * NS))), (self._epoch, callback, arg))
         ev.callbacks.append(self._served)
@@ -93,7 +98,7 @@ class EtcdModel:
             return
         self._integrate()
         self._busy -= 1
-        owner = id(getattr(callback, "__self__", None))
+        owner = id(_owner(callback))
         self._busy_owners[owner] -= 1
         if self._queue:
             self._serve(*self._queue.popleft())
@@ -126,16 +131,13 @@ class EtcdModel:
         sharing the others speed up at once. Under FIFO the ranges it had queued go, and those
         being served finish (their answers are ignored), unless all are its own."""
         if self._ps is not None:
-            if all(getattr(item[2], "__self__", None) is owner for item in self._ps._heap):
-                self.clear()
-            else:
-                self._ps.drop(lambda callback: getattr(callback, "__self__", None) is not owner)
+            self._ps.drop(lambda callback: _owner(callback) is not owner)
             return
-        mine = [q for q in self._queue if getattr(q[1], "__self__", None) is owner]
-        if len(mine) == len(self._queue) and self._busy_owners.get(id(owner), 0) == self._busy:
+        others = deque(q for q in self._queue if _owner(q[1]) is not owner)
+        if not others and self._busy_owners.get(id(owner), 0) == self._busy:
             self.clear()
             return
-        self._queue = deque(q for q in self._queue if getattr(q[1], "__self__", None) is not owner)
+        self._queue = others
 
     def clear(self) -> None:
         """Forget every read in flight (the apiserver that asked for them died)."""

@@ -258,6 +258,12 @@ class Cluster:
         watches = self._watches[w.replica].get(w.resource)
         if watches is not None:
             watches.pop(w, None)
+        self._let_go(w)
+
+    def _let_go(self, w: OpenWatch) -> None:
+        """A watch no longer open: the process that serves it, if it still lives, stops counting
+        it and frees what it held."""
+        w.open = False
         server = self.servers[w.replica]
         if w.incarnation == server.incarnation:
             server.watch_tracker.unregister(w.token)
@@ -281,14 +287,10 @@ class Cluster:
         chosen = range(len(self.servers)) if replica is None else [replica]
         broken = []
         for i in chosen:
-            server = self.servers[i]
             for ws in self._watches[i].values():
                 for w in ws:
-                    w.open = False
+                    self._let_go(w)
                     broken.append(w)
-                    if w.incarnation == server.incarnation:
-                        server.watch_tracker.unregister(w.token)
-                        server.model.release(self._watch_bytes)
             self._watches[i] = {}
         for w in broken:
             w.on_broken(reason)

@@ -274,13 +274,6 @@ class Cluster:
         chosen = self._watches if replica is None else [self._watches[replica]]
         return sum(len(ws) for by_resource in chosen for ws in by_resource.values())
 
-    def watchers_by_resource(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for by_resource in self._watches:
-            for k, ws in by_resource.items():
-                out[k] = out.get(k, 0) + len(ws)
-        return out
-
     def break_watches(self, reason: str, replica: int | None = None) -> None:
         """Every open watch (of one replica, or of all) ends with an error (server death,
         network failure). A replica that still lives frees what the watches held."""

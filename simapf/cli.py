@@ -7,6 +7,7 @@ one line on stderr and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -172,7 +173,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         _check_out(out_dir, "run", force)
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
-            loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
+            loaded = dataclasses.replace(loaded, source="<built-in default>")
         result = run(loaded, progress=progress)
         if out_dir:
             try:
@@ -233,7 +234,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         _check_out(out_dir, "compare", force)
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
-            loaded = type(loaded)(loaded.scenario, loaded.base_dir, "<built-in default>")
+            loaded = dataclasses.replace(loaded, source="<built-in default>")
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
                          dask=dask_address, progress=progress)  # fmt: skip
         if out_dir:

@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
 
-    from simapf.result import Result
+
+class Result(Protocol):
+    """What the figures read of a run: a `simapf.result.Result`, which draws them when it is
+    written (so this module does not import it)."""
+
+    summary: dict[str, Any]
+    series: "pd.DataFrame"
+
+    def metric(self, name: str, **labels: str) -> "pd.Series": ...
+    def wide(self, name: str, by: str = ...) -> "pd.DataFrame": ...
+    def rate(self, name: str, by: str = ...) -> "pd.DataFrame": ...
 
 GiB = float(1 << 30)
 

@@ -172,12 +172,10 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     """What a figure rests on, hashed without running anything: the resolved scenario (or sweep)
     and the calibration. `--check` compares these with the figure's provenance."""
     from simapf.provenance import canonical_sha256
-    from simapf.scenario.load import server_params
-
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-                 "calibration_sha256": canonical_sha256(server_params(loaded).model_dump(mode="json"))}  # fmt: skip
+                 "calibration_sha256": canonical_sha256(loaded.params.model_dump(mode="json"))}  # fmt: skip
         if isinstance(fig, TimeseriesFigure) and fig.overlay:
             import hashlib
 

@@ -13,22 +13,18 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
 import simpy
 
-from simapf import __version__
-from simapf.apf.controller import MAX_WAIT_LIMIT_NS, FeatureGates
+from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
+from simapf.collect import collect
 from simapf.cycles import fewer_full_collections
 from simapf.observe import Recorder
-from simapf.errors import ConfigError
-from simapf.scenario.load import (
-    LoadedScenario, apf_objects, load_scenario, server_params, user_policies, work_estimator,
-)
+from simapf.result import Result
+from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.scenario.schema import Scenario
 from simapf.server.etcd import EtcdModel
 from simapf.server.process import ProcessState
-from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.clientgo import Timers
@@ -46,18 +42,11 @@ class Simulation:
         self.loaded = loaded
         sc = self.scenario = loaded.scenario
         seed = sc.run.seed
-        # The user's policy modules are imported here, when a run starts (never while a scenario
-        # is only validated): every one of them, so a broken one fails before any time is simulated.
-        for spec, where in user_policies(sc):
-            try:
-                work_estimator(spec, where)
-            except ConfigError as err:
-                raise ConfigError(f"{loaded.source}: {err}") from err
+        estimators = loaded.estimators()  # imports the user's policy modules: a run starts here
         self.env = env = simpy.Environment()
-        gates = sc.kubernetes.feature_gates
         self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))
         api = sc.apiserver
-        params = server_params(loaded)
+        params = loaded.params
         admission = _admission(sc, env, seed)  # one webhook service, called by every replica
         etcd = EtcdModel(env, params.etcd)  # one etcd, read by every replica
         # Every replica is a whole apiserver: its own APF with the full limits (as upstream), its
@@ -66,15 +55,11 @@ class Simulation:
         self.servers = [
             SimulatedAPIServer(
                 env,
-                apf_objects=apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf"),
+                apf_objects=loaded.apf,
                 server_concurrency=api.server_concurrency,
                 params=params,
-                estimator=work_estimator(sc.apf.estimator, "apf.estimator"),
-                gates=FeatureGates(
-                    size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
-                    watch_list=gates.WatchList,
-                    etcd_supports_progress_notify=gates.ConsistentListFromCache,
-                ),
+                estimator=estimators.start(),
+                gates=loaded.gates,
                 object_stats=self.inventory,
                 wait_limit_ns=min(int(api.request_timeout_s * NS_PER_S / 4), MAX_WAIT_LIMIT_NS),
                 rng=stream(seed, "apiserver", i, "work"),
@@ -90,31 +75,25 @@ class Simulation:
         for group in sc.crds_at_start():
             self.inventory.install_crds(group, group.count)
             for server in self.servers:
-                server.model.set_crds(group.count * crd_bytes(params, group))
-                server.model.openapi.crds_changed(group.count * crd_openapi_bytes(params, group), rebuild=False)
+                server.model.set_crds(group.count * params.crds.crd_bytes(group.served_versions, group.schema_bytes))
+                server.model.openapi.crds_changed(
+                    group.count * params.crds.crd_openapi_bytes(group.served_versions, group.schema_bytes), rebuild=False)
         self._cache_versions = [0] * api.replicas
         lb = api.load_balancer
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
         self.cluster = Cluster(env, self.servers, self.inventory, self.balancer)
         self.timers = Timers(self.server.scheduler)
-        self.ctx = Context(self.cluster, self.timers, seed, gates.WatchListClient)
+        self.ctx = Context(self.cluster, self.timers, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
         self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
                                  steady_from_s=sc.run.steady_from_s)  # fmt: skip
         self.cluster.observer = self.recorder.completed
-        base_dir = loaded.base_dir
-        self.events = EventRunner(
-            self.ctx, self.groups,
-            build_estimator=work_estimator,
-            build_apf_objects=lambda config, pls, where: apf_objects(config, pls, base_dir, where),
-            crds={g.name: g for g in sc.crds}, crd_bytes=crd_bytes,
-        )  # fmt: skip
+        self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
+                                  {g.name: g for g in sc.crds})  # fmt: skip
 
-    def run(self, progress: bool = False) -> "Result":
-        from simapf.result import Result
-
+    def run(self, progress: bool = False) -> Result:
         sc = self.scenario
         env = self.env
         step_ns = int(sc.run.scrape_interval_s * NS_PER_S)
@@ -136,7 +115,7 @@ class Simulation:
                     bar.update(round(t / NS_PER_S - bar.n, 6))
         if bar is not None:
             bar.close()
-        return Result.from_simulation(self, wall_s=time.perf_counter() - wall0)
+        return collect(self, wall_s=time.perf_counter() - wall0)
 
     def _refresh_watch_cache(self) -> None:
         # Writes change what the watch caches hold; the model follows once per scrape.
@@ -177,24 +156,10 @@ def run(
     scenario: Scenario | LoadedScenario | str | Path | dict,
     overrides: Iterable[str] | dict = (),
     progress: bool = False,
-) -> "Result":
+) -> Result:
     """Run a scenario (a loaded one, a Scenario, a dict or a file path) and return its Result."""
     if not isinstance(scenario, LoadedScenario) or overrides:
         src = scenario.scenario if isinstance(scenario, LoadedScenario) else scenario
         base = scenario.base_dir if isinstance(scenario, LoadedScenario) else None
         scenario = load_scenario(src, overrides, base_dir=base)
     return Simulation(scenario).run(progress=progress)
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
-
-
-def crd_bytes(params: ServerParams, group) -> float:
-    """Live heap one CRD of `group` (a schema.CrdGroup) costs: each served version's."""
-    return group.served_versions * params.crds.version_bytes(group.schema_bytes)
-
-
-def crd_openapi_bytes(params: ServerParams, group) -> float:
-    """Bytes one CRD of `group` adds to the OpenAPI v2 document: each served version's."""
-    return group.served_versions * params.crds.openapi_bytes(group.schema_bytes)

@@ -11,7 +11,7 @@ import pytest
 
 import simapf
 from simapf.errors import ConfigError
-from simapf.result import CLIENT_LATENCY_COLUMNS
+from simapf.collect import CLIENT_LATENCY_COLUMNS
 from simapf.runner import Simulation
 from simapf.scenario.schema import OpenLoopClient
 from simapf.summary_text import format_summary

@@ -457,12 +457,11 @@ def _build(rows: list[dict]) -> dict[str, Row]:
 def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], base: str) -> dict[str, Any]:
     """Run one scenario (in a worker) and return the readings asked of it: {(quantity, args): value}."""
     import simapf
-    from simapf.scenario.load import server_params
 
     start = time.perf_counter()
     loaded = simapf.load_scenario(Path(base) / scenario, json.loads(overrides))
     result = simapf.run(loaded)
-    params = server_params(loaded)
+    params = loaded.params
     values = {}
     for quantity, args in readings:
         values[(quantity, args)] = float(EXTRACTORS[quantity](result, loaded, params, json.loads(args)))

@@ -26,7 +26,7 @@ from simapf.comparison.stats import paired_differences, summarise, table_metrics
 from simapf.errors import ConfigError
 from simapf.files import output_directory
 from simapf.provenance import provenance
-from simapf.scenario.load import LoadedScenario, load_scenario, server_params
+from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.sweeps.backends import choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import derive_seed, run_id
@@ -181,5 +181,5 @@ def compare(
         scenario_name=sc.name, source=source, seeds=seeds,
         memory_limit_bytes=sc.apiserver.memory_limit_bytes,
         info={"backend": chosen.describe(), "identical": same,
-              "provenance": provenance(sc.model_dump(mode="json"), server_params(loaded), seeds, replications)},
+              "provenance": provenance(sc.model_dump(mode="json"), loaded.params, seeds, replications)},
     )  # fmt: skip

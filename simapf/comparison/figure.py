@@ -7,15 +7,25 @@ latency of the busiest level/verb pairs, and seats per LIST.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from simapf.comparison.core import Comparison
+
+class Comparison(Protocol):
+    """What the figure reads of a comparison: a `simapf.comparison.core.Comparison`, which
+    draws itself with this module (so this module does not import it)."""
+
+    policies: list[str]
+    runs: "pd.DataFrame"
+    scenario_name: str
+    seeds: list[int]
+    memory_limit_bytes: float | None
 
 GiB = float(1 << 30)
 _MAX_GROUPS = 6

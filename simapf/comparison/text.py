@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from simapf.comparison.stats import fmt, label, unit
 
 if TYPE_CHECKING:
-    from simapf.comparison.core import Comparison
+    import pandas as pd
+
+
+class Comparison(Protocol):
+    """What the text reads of a comparison: a `simapf.comparison.core.Comparison`, which
+    formats itself with this module (so this module does not import it)."""
+
+    policies: list[str]
+    table: "pd.DataFrame"
+    differences: "pd.DataFrame"
+    confidence: float
+    scenario_name: str
+    source: str
+    seeds: list[int]
+    info: dict[str, Any]
+
+    @property
+    def metrics(self) -> list[str]: ...
 
 _METRIC_WIDTH = 40
 

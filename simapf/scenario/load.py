@@ -1,20 +1,27 @@
 """Reading a scenario: YAML → overrides → pydantic → resolved references.
 
-`load_scenario` returns a `Scenario` whose references all hold: the APF configuration loads, the
-priority levels it names exist, the resource-model parameters validate and the estimator
-policy can be built. Anything wrong is one `ConfigError` line naming the file and field path,
-before a run starts or an output directory is made.
+`load_scenario` returns a `LoadedScenario`, resolved once: the APF objects the run starts with
+and those of every `apf_config` event (files read and priority-level changes applied), the
+resource-model parameters, and the gates APF reads. A run is built from these and reads no file
+and resolves nothing again. Anything wrong is one `ConfigError` line naming the file and field
+path, before a run starts or an output directory is made.
+
+The one thing left for the run to do is importing a user's LIST policy module, which runs the
+user's code: `LoadedScenario.estimators` does it, when a run starts, never while a scenario is
+only validated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 from pydantic import ValidationError
 
+from simapf.apf.controller import FeatureGates
 from simapf.apf.config import (
     APFObjects,
     PriorityLevelConfiguration,
@@ -28,18 +35,51 @@ from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
 from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
-from simapf.scenario.messages import describe, first_problem
+from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
 
+EstimatorFactory = Callable[[], WorkEstimator]
+
+
+@dataclass(frozen=True)
+class Estimators:
+    """A scenario's work estimators, as factories: every replica builds its own (a policy may
+    keep state)."""
+
+    start: EstimatorFactory  # apf.estimator
+    events: Mapping[int, EstimatorFactory]  # each policy event's, by its index in `events`
+
+
 @dataclass(frozen=True)
 class LoadedScenario:
-    """A validated scenario and the directory its relative paths are resolved against."""
+    """A validated scenario, resolved once; the directory its relative paths were read against."""
 
     scenario: Scenario
     base_dir: Path
     source: str  # the file it came from, or "<built-in default>"
+    params: ServerParams  # the resource model's parameters
+    apf: APFObjects  # the APF objects the run starts with
+    event_apf: Mapping[int, APFObjects]  # each apf_config event's objects, by its index in `events`
+    gates: FeatureGates  # the feature gates APF reads
+
+    def estimators(self) -> Estimators:
+        """The scenario's work estimators. A user's policy module is imported here, when a run
+        starts: every one of them, so that a broken one fails before any time is simulated."""
+        sc = self.scenario
+        specs = {-1: (sc.apf.estimator, "apf.estimator")}
+        specs |= {i: (e.estimator, f"events[{i}].estimator") for i, e in enumerate(sc.events) if e.kind == "policy"}
+        factories = {}
+        for i, (spec, where) in specs.items():
+            if ":" in spec.list_policy:
+                try:
+                    work_estimator(spec, where)
+                except ConfigError as err:
+                    raise ConfigError(f"{self.source}: {err}") from err
+            factories[i] = partial(work_estimator, spec, where)
+        start = factories.pop(-1)
+        return Estimators(start, factories)
 
 
 # -------------------------------------------------------------------------- reading
@@ -79,12 +119,11 @@ def load_scenario(
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{name}: {_blame(describe_scenario_error(exc), applied)}") from None
-    loaded = LoadedScenario(scenario, base.resolve(), name)
+    base = base.resolve()
     try:
-        resolve(loaded)
+        return resolve(scenario, base, name)
     except ConfigError as exc:
         raise ConfigError(f"{name}: {_blame(str(exc), applied)}") from None
-    return loaded
 
 
 def _blame(message: str, applied: list[tuple[str, str]]) -> str:
@@ -96,7 +135,7 @@ def _blame(message: str, applied: list[tuple[str, str]]) -> str:
 
 
 def describe_scenario_error(exc: ValidationError) -> str:
-    """One line naming the field path as the user wrote it (see `simapf.scenario.messages`)."""
+    """One line naming the field path as the user wrote it (see `simapf.messages`)."""
     return describe(exc, Scenario)
 
 
@@ -197,19 +236,31 @@ def _list_index(items: list, part: str) -> int | None:
 # -------------------------------------------------------------------------- resolving
 
 
-def resolve(loaded: LoadedScenario) -> None:
-    """Check what pydantic cannot: files, priority-level names, the estimator, parameters."""
-    sc = loaded.scenario
-    objects = apf_objects(sc.apf.config, sc.apf.priority_levels, loaded.base_dir, "apf")
+def resolve(sc: Scenario, base_dir: Path, source: str) -> LoadedScenario:
+    """What pydantic cannot check, resolved once: files, priority-level names, the estimators,
+    parameters."""
+    objects = apf_objects(sc.apf.config, sc.apf.priority_levels, base_dir, "apf")
     build_effective_config(objects)
-    server_params(loaded)
+    params = _server_params(sc, base_dir)
     check_estimator(sc.apf.estimator, "apf.estimator")
+    event_apf = {}
     for i, event in enumerate(sc.events):
         kind = event.kind
         if kind == "policy":
             check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
-            apf_objects(event.config, event.priority_levels, loaded.base_dir, f"events[{i}]")
+            event_apf[i] = apf_objects(event.config, event.priority_levels, base_dir, f"events[{i}]")
+    return LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+
+
+def apf_gates(sc: Scenario) -> FeatureGates:
+    """The scenario's feature gates that change what APF charges."""
+    gates = sc.kubernetes.feature_gates
+    return FeatureGates(
+        size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
+        watch_list=gates.WatchList,
+        etcd_supports_progress_notify=gates.ConsistentListFromCache,
+    )
 
 
 def apf_objects(config: str, overrides: dict[str, PriorityLevelOverride], base_dir: Path, where: str) -> APFObjects:
@@ -293,17 +344,17 @@ def _check_override(doc: dict, change: PriorityLevelOverride, where: str) -> Non
     raise ConfigError(f"{shown}: {message}")
 
 
-def server_params(loaded: LoadedScenario) -> ServerParams:
+def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     """Resource-model parameters: the defaults, then params_file, then params, then the
     apiserver fields that name the same things."""
-    api = loaded.scenario.apiserver
+    api = sc.apiserver
     data: dict[str, Any] = {}
     file_data: dict[str, Any] = {}
     file_path: Path | None = None
     if api.params_file:
         file_path = Path(api.params_file)
         if not file_path.is_absolute():
-            file_path = loaded.base_dir / file_path
+            file_path = base_dir / file_path
         try:
             raw = read_yaml(file_path)
         except ConfigError as exc:
@@ -317,7 +368,7 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
         file_data = raw
         data = _merge(data, file_data)
     data = _merge(data, api.params)
-    gates = loaded.scenario.kubernetes.feature_gates
+    gates = sc.kubernetes.feature_gates
     explicit: dict[str, dict[str, Any]] = {
         "cpu": {}, "process": {}, "gc": {},
         "features": {
@@ -369,7 +420,6 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
     # etcd client built its own logger (kubernetes#111477); before 1.28 every CRD change rebuilt
     # the OpenAPI v2 document (kubernetes#118212); before 1.21 kube-apiserver was built with a Go
     # (1.12-1.15) that returned memory with MADV_FREE.
-    sc = loaded.scenario
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
                         (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed")):  # fmt: skip
@@ -388,7 +438,7 @@ def server_params(loaded: LoadedScenario) -> ServerParams:
         if more:
             text += f" (and {more} more problem{'s' if more > 1 else ''})"
         raise ConfigError(text) from None
-    _check_room_to_start(params, loaded.scenario)
+    _check_room_to_start(params, sc)
     return params
 
 
@@ -410,7 +460,7 @@ def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:
             f"({idle / 2**20:.4g} MiB: process.live_heap_bytes with its metadata, and process.nonheap_bytes); "
             "the process could never start"
         )
-    crds = sum(g.count * g.served_versions * params.crds.version_bytes(g.schema_bytes) for g in sc.crds)
+    crds = sum(g.count * params.crds.crd_bytes(g.served_versions, g.schema_bytes) for g in sc.crds)
     if crds and p.restart_s == 0 and limit <= idle + crds * meta:
         raise ConfigError(
             f"{field}: {limit / 2**20:.4g} MiB is not more than the idle apiserver with its CRDs "

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simapf.errors import ConfigError
 from simapf.scenario.load import LoadedScenario, apply_overrides, load_scenario
-from simapf.scenario.messages import describe
+from simapf.messages import describe
 from simapf.server.params import parse_bytes
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import canonical_json

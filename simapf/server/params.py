@@ -576,6 +576,14 @@ class CrdParams(_Params):
         logger = self.etcd_logger_bytes if self.etcd_logger_per_client else 0.0
         return self.version_fixed_bytes + self.schema_heap_multiplier * schema_bytes + logger
 
+    def crd_bytes(self, served_versions: int, schema_bytes: float) -> float:
+        """Live heap of one CRD: each served version's."""
+        return served_versions * self.version_bytes(schema_bytes)
+
+    def crd_openapi_bytes(self, served_versions: int, schema_bytes: float) -> float:
+        """Bytes one CRD adds to the OpenAPI v2 document: each served version's."""
+        return served_versions * self.openapi_bytes(schema_bytes)
+
 
 class FeatureGates(_Params):
     """kube-apiserver feature gates that change serving path or encoding (v1.37 defaults)."""

@@ -44,7 +44,7 @@ SCALAR_METRICS = (
 )  # fmt: skip
 # Columns per priority level (and verb): metric/<level>[/<verb or reason>]; per client group and
 # verb as the client saw its requests: client_*/<client>/<verb> (client_p99_ok_s: the time within
-# which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.result.p99_ok).
+# which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.collect.p99_ok).
 PATTERN_METRICS = ("requests", "rejection_rate", "served", "p50_s", "p99_s",
                    "client_error_rate", "client_p99_s", "client_p99_ok_s")  # fmt: skip
 RUN_INFO = ("wall_s", "simapf_version")

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
+from simapf.apf.config import APFObjects
+from simapf.apf.estimators import WorkEstimator
 from simapf.apf.types import NS_PER_S
 from simapf.scenario import schema
 from simapf.workload.clients import ClientGroup, Context
 
 
 class EventRunner:
-    def __init__(self, ctx: Context, groups: dict[str, ClientGroup], build_estimator: Callable,
-                 build_apf_objects: Callable, crds: dict[str, schema.CrdGroup], crd_bytes: Callable) -> None:  # fmt: skip
+    """Fires a scenario's events; what they change to (estimators, APF objects) was resolved
+    when the scenario was loaded, by the event's index."""
+
+    def __init__(self, ctx: Context, groups: dict[str, ClientGroup],
+                 estimators: Mapping[int, Callable[[], WorkEstimator]], apf_objects: Mapping[int, APFObjects],
+                 crds: dict[str, schema.CrdGroup]) -> None:  # fmt: skip
         self.ctx = ctx
         self.groups = groups
-        self.build_estimator = build_estimator
-        self.build_apf_objects = build_apf_objects
+        self.estimators = estimators
+        self.apf_objects = apf_objects
         self.crds = crds
-        self.crd_bytes = crd_bytes  # live heap of one CRD of a group
 
     def schedule(self, events: list) -> None:
         for i, e in enumerate(events):
@@ -36,11 +41,11 @@ class EventRunner:
             self._ramp(self.groups[e.client], e)
         elif isinstance(e, schema.PolicyEvent):
             for server in cluster.servers:  # each replica its own (an estimator may keep state)
-                server.set_estimator(self.build_estimator(e.estimator, f"events[{i}].estimator"))
+                server.set_estimator(self.estimators[i]())
         elif isinstance(e, schema.APFConfigEvent):
             # Every replica reads the same APF objects from etcd.
             for server in cluster.servers:
-                server.reconfigure_apf(self.build_apf_objects(e.config, e.priority_levels, f"events[{i}]"))
+                server.reconfigure_apf(self.apf_objects[i])
         elif isinstance(e, schema.ClientGatesEvent):
             self.ctx.watch_list_client = e.WatchListClient
         elif isinstance(e, schema.CrdInstallEvent):
@@ -50,8 +55,8 @@ class EventRunner:
 
     def _install_crds(self, crds: schema.CrdGroup, e: schema.CrdInstallEvent) -> None:
         cluster = self.ctx.cluster
-        each = self.crd_bytes(cluster.params, crds)
-        spec_each = crds.served_versions * cluster.params.crds.openapi_bytes(crds.schema_bytes)  # its OpenAPI
+        each = cluster.params.crds.crd_bytes(crds.served_versions, crds.schema_bytes)
+        spec_each = cluster.params.crds.crd_openapi_bytes(crds.served_versions, crds.schema_bytes)  # its OpenAPI
 
         def create(_, n: int = 1) -> None:
             cluster.inventory.install_crds(crds, n)

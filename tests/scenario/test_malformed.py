@@ -111,24 +111,20 @@ def test_bare_off_for_gogc_means_off_not_zero(tmp_path):
     path.write_text("apiserver: {gogc: off}\n")
     loaded = load_scenario(path)
     assert loaded.scenario.apiserver.gogc == "off"
-    from simapf.scenario.load import server_params
-
-    assert server_params(loaded).gc.gogc is None
+    assert loaded.params.gc.gogc is None
 
 
 def test_params_file_values_yield_to_apiserver_fields_and_clamp_to_cores(tmp_path):
     # A parameter file fitted on a bigger machine: its usable_cores cannot exceed this
     # scenario's cores, which win over the file's.
     from simapf.scenario import load_scenario
-    from simapf.scenario.load import server_params
-
     (tmp_path / "fitted.yaml").write_text("params:\n  cpu: {cores: 32, usable_cores: 30}\n")
     (tmp_path / "s.yaml").write_text("apiserver: {cores: 8, params_file: fitted.yaml}\n")
-    cpu = server_params(load_scenario(tmp_path / "s.yaml")).cpu
+    cpu = load_scenario(tmp_path / "s.yaml").params.cpu
     assert (cpu.cores, cpu.usable_cores) == (8, 8)
     # Without apiserver.cores in the scenario, the file's cores stand.
     (tmp_path / "s.yaml").write_text("apiserver: {params_file: fitted.yaml}\n")
-    cpu = server_params(load_scenario(tmp_path / "s.yaml")).cpu
+    cpu = load_scenario(tmp_path / "s.yaml").params.cpu
     assert (cpu.cores, cpu.usable_cores) == (32, 30)
 
 

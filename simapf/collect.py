@@ -1,0 +1,315 @@
+"""A finished simulation read into a `Result`: the recorder's series, the tables and the summary.
+
+The last step of a run (scenario → build → run → observe → result): it reads the simulation's
+components through `Finished`, what a finished run offers, and builds the Result, which knows
+nothing of how it was made.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+
+from simapf import __version__
+from simapf.apf.types import NS_PER_S
+from simapf.observe import LABELS, RECORD_FIELDS, Recorder
+from simapf.provenance import provenance
+from simapf.result import Result
+from simapf.scenario.load import LoadedScenario
+from simapf.scenario.schema import Scenario
+from simapf.server.runtime import SimulatedAPIServer
+from simapf.workload.balancer import LoadBalancer
+from simapf.workload.clientgo import CLIENT_OUTCOMES
+from simapf.workload.clients import ClientGroup
+from simapf.workload.cluster import Cluster
+
+
+class Finished(Protocol):
+    """What a finished run offers to be read (a `simapf.runner.Simulation`)."""
+
+    loaded: LoadedScenario
+    scenario: Scenario
+    servers: Sequence[SimulatedAPIServer]
+    server: SimulatedAPIServer
+    cluster: Cluster
+    balancer: LoadBalancer
+    groups: Mapping[str, ClientGroup]
+    recorder: Recorder
+
+
+def collect(sim: Finished, wall_s: float) -> Result:
+    """The Result of a finished run that took `wall_s` seconds of wall time."""
+    rec = sim.recorder
+    series = pd.DataFrame({"time_s": rec.time_s, "metric": rec.metric})
+    labels = list(zip(*rec.labels)) if rec.labels else [[] for _ in LABELS]
+    for name, column in zip(LABELS, labels):
+        series[name] = pd.Series(column, dtype="string")
+    series["value"] = np.asarray(rec.value, dtype=float)
+    series["metric"] = series["metric"].astype("string")
+
+    latency = _latency_table(rec.latencies)
+    levels = _levels_table(sim)
+    requests = pd.DataFrame.from_records(rec.records, columns=list(RECORD_FIELDS)) if rec.keep_records else None
+    scenario = sim.scenario.model_dump(mode="json")
+    client_latency = _client_latency_table(sim)
+    summary = _summary(sim, series, latency, levels, wall_s, scenario, client_latency)
+    return Result(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and np.isnan(x)) else x
+
+
+# ---------------------------------------------------------------------- tables
+
+
+def _latency_table(latencies: dict[tuple[str, str], array]) -> pd.DataFrame:
+    rows = []
+    for (level, verb), values in sorted(latencies.items()):
+        a = np.frombuffer(values, dtype=np.float64)  # a view of the recorder's array, not a copy
+        p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
+        rows.append({
+            "priority_level": level, "verb": verb, "count": int(a.size),
+            "p50_s": p50, "p90_s": p90, "p99_s": p99, "max_s": float(a.max()),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p90_s", "p99_s", "max_s"])
+
+
+CLIENT_LATENCY_COLUMNS = ["client", "verb", "requests", *CLIENT_OUTCOMES, "error_rate",
+                          "p50_s", "p90_s", "p99_s", "max_s", "mean_s", "min_s", "p95_s", "p99_ok_s"]  # fmt: skip
+
+
+def p99_ok(latency_s: np.ndarray, ok: np.ndarray) -> float:
+    """The time within which 99 % of the requests succeeded: the nearest-rank 99th percentile
+    with a failed request counted as never done, so infinite when more than 1 % failed. The p99
+    of every outcome (p99_s) can look fast just because errors come back fast: a LIST cut short
+    by an OOM kill has a short latency and no result."""
+    k = math.ceil(0.99 * latency_s.size)
+    good = np.sort(latency_s[ok])
+    return float(good[k - 1]) if 0 < k <= good.size else math.inf
+
+
+def _client_latency_table(sim: Finished) -> pd.DataFrame:
+    """Per client and verb (a request class): its logical requests as the client saw them, each
+    from the first attempt's call (token-bucket waits included) to the final response (429
+    retries and their waits included); every outcome counts, errors too. A paged LIST is one
+    request per page. Requests still under way at the end, or dropped by a stopped instance, are
+    not counted."""
+    rows = []
+    for g in sim.groups.values():
+        for verb, log in sorted(g.stats.requests.items()):
+            lat = np.frombuffer(log.latency_s, dtype=np.float64)
+            outcome = np.frombuffer(log.outcome, dtype=np.uint8)
+            counts = np.bincount(outcome, minlength=len(CLIENT_OUTCOMES))
+            n = int(lat.size)
+            p50, p90, p95, p99 = (float(x) for x in np.percentile(lat, [50, 90, 95, 99]))
+            rows.append({
+                "client": g.spec.name, "verb": verb, "requests": n,
+                **{o: int(k) for o, k in zip(CLIENT_OUTCOMES, counts)},
+                "error_rate": float(1.0 - counts[0] / n), "p50_s": p50, "p90_s": p90, "p99_s": p99,
+                "max_s": float(lat.max()),
+                # What k6 prints for http_req_duration: avg, min, med, max, p(90), p(95).
+                "mean_s": float(lat.mean()), "min_s": float(lat.min()), "p95_s": p95,
+                "p99_ok_s": p99_ok(lat, outcome == 0),
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
+
+
+def _levels_table(sim: Finished) -> pd.DataFrame:
+    """Per priority level, over every replica."""
+    names = list(sim.servers[0].apf.levels)
+    dispatched_by_level = _summed(s.dispatched_by_level for s in sim.servers)
+    rejected_by_level = _summed(s.rejected_by_level for s in sim.servers)
+    for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
+        if name not in names:
+            names.append(name)
+    reasons = sorted({r for _n, r in rejected_by_level})
+    rows = []
+    for name in names:
+        dispatched = dispatched_by_level.get(name, 0)
+        by_reason = {r: rejected_by_level.get((name, r), 0) for r in reasons}
+        rejected = sum(by_reason.values())
+        total = dispatched + rejected
+        rows.append({
+            "priority_level": name, "requests": total, "dispatched": dispatched, "rejected": rejected,
+            "rejection_rate": rejected / total if total else 0.0,
+            **{f"rejected_{r.replace('-', '_')}": n for r, n in by_reason.items()},
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels: pd.DataFrame,
+             wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
+    from simapf.workload.events import event_end_s
+
+    sc = sim.scenario
+    server = sim.server
+    rec = sim.recorder
+    duration = sc.run.duration_s
+    steady = sc.run.steady_from_s
+    # With several replicas, per-process figures are per replica: means over the replicas, peaks
+    # the highest replica's (what its limits are compared with); `replicas` gives each.
+    per_replica = [_replica_figures(series, label, duration, steady) for label in rec.replica_labels]
+    rss = series[series["metric"] == "process_resident_memory_bytes"]
+    rss_steady = rss[rss["time_s"] >= steady]["value"]
+    ooms = _counter_over_replicas(series, "simapf_oom_kills_total")
+    by_class = {}
+    for row in client_latency.to_dict("records"):
+        # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
+        row["p99_ok_s"] = row["p99_ok_s"] if math.isfinite(row["p99_ok_s"]) else None
+        by_class.setdefault(row.pop("client"), {})[row.pop("verb")] = row
+
+    events = []
+    for i, e in enumerate(sc.events):
+        end = event_end_s(e)
+        nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
+        window = rss[(rss["time_s"] >= e.at_s) & (rss["time_s"] <= nxt)]["value"]
+        kills = ooms[(ooms.index >= e.at_s) & (ooms.index <= nxt)]
+        events.append({
+            "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
+            "recovery_s": rec.recovery_s(end),
+            "peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
+            "oom_kills_until_next_event": int(kills.iloc[-1] - kills.iloc[0]) if len(kills) else 0,
+        })  # fmt: skip
+
+    clients = []
+    for g in sim.groups.values():
+        s = g.stats
+        row = {
+            "client": g.spec.name, "kind": g.spec.kind, "instances": g.active_count,
+            "attempts": s.attempts, "outcomes": dict(sorted(s.outcomes.items())), "retries_after_429": s.retries,
+        }  # fmt: skip
+        if g.spec.kind == "informer":
+            row.update(lists=s.lists, relists=s.relists, watch_breaks=s.watch_breaks, gone_410=s.gone)
+        if g.spec.kind == "discovery" and s.run_durations_ns:
+            d = np.asarray(s.run_durations_ns) / NS_PER_S
+            row.update(runs=s.runs, run_p50_s=float(np.percentile(d, 50)), run_max_s=float(d.max()))
+        if s.throttle_wait_ns and s.attempts:
+            row["mean_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S / s.attempts
+        if s.processing_ns:
+            # Worker time the instances spent on their responses (clients.processing); discovery
+            # run durations already include it.
+            row["processing_busy_s"] = s.processing_ns / NS_PER_S
+        # Per verb, the logical requests as the client saw them (client_latency.csv).
+        row["by_verb"] = by_class.get(g.spec.name, {})
+        clients.append(row)
+
+    completed = _summed(srv.completed for srv in sim.servers)
+    n_replicas = len(sim.servers)
+    return {
+        "simapf_version": __version__,
+        "scenario_name": sc.name,
+        "seed": sc.run.seed,
+        "source": sim.loaded.source,
+        "duration_s": duration,
+        "wall_s": round(wall_s, 3),
+        "memory": {
+            "peak_rss_bytes": rec.peak_rss,
+            "peak_heap_inuse_bytes": rec.peak_heap,
+            "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
+            "steady_state_from_s": steady,
+            "peak_rss_steady_bytes": rec.peak_rss_steady,
+            "oom_killed": rec.rss_at_oom_kill is not None,
+            "rss_at_oom_kill_bytes": rec.rss_at_oom_kill,
+            "oom_demand_bytes": rec.oom_demand,
+            "mean_rss_steady_bytes": float(rss_steady.mean()) if len(rss_steady) else None,
+            "peak_heap_steady_bytes": rec.peak_heap_steady,
+        },
+        "cpu": {
+            "mean_cores": sum(r["mean_cores"] for r in per_replica) / n_replicas,
+            "peak_cores": max(r["peak_cores"] for r in per_replica),
+            "cores": server.model.params.cpu.cores,
+            "mean_cores_steady": sum(r["mean_cores_steady"] for r in per_replica) / n_replicas,
+            # The Go GC's share (mark workers and assists); its CPU limiter holds it near half of
+            # GOMAXPROCS over a window, which a scrape interval's peak may pass a little.
+            "gc_mean_cores": sum(r["gc_mean_cores"] for r in per_replica) / n_replicas,
+            "gc_peak_cores": max(r["gc_peak_cores"] for r in per_replica),
+            "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
+        },
+        "admission_webhooks": [
+            {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
+            for w in (server.admission.webhooks if server.admission is not None else [])
+        ],
+        "process": {
+            "oom_kills": sum(s.model.process.oom_kills for s in sim.servers),
+            "kills": sum(s.model.process.kills for s in sim.servers),
+            "restarts": sum(s.model.process.restarts for s in sim.servers),
+            "down_s": sum(s.model.process.down_ns_until(int(duration * NS_PER_S)) for s in sim.servers) / NS_PER_S,
+        },  # fmt: skip
+        "replicas": [_replica_summary(sim, i, figures, duration) for i, figures in enumerate(per_replica)],
+        # Every process death in time order: which replica, why, and what moved to the others.
+        "deaths": [d.as_dict() for d in sim.balancer.deaths],
+        "requests": {"total": sum(completed.values()), "by_outcome": completed},
+        "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
+        "latency": latency.to_dict("records"),
+        "clients": clients,
+        "events": events,
+        "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
+        "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
+        # What made these numbers: the build, the resolved scenario, the calibration, the seed.
+        "provenance": provenance(scenario, server.model.params, [sc.run.seed]),
+        "scenario": scenario,
+    }
+
+
+def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float) -> dict[str, float]:
+    """One replica's CPU from its counters (the series labelled `label`)."""
+    mine = series[series["replica"].fillna("") == label]
+
+    def counter(name: str) -> pd.Series:
+        return mine[mine["metric"] == name].set_index("time_s")["value"]
+
+    cpu = counter("process_cpu_seconds_total")
+    gc_cpu = counter("go_cpu_classes_gc_total_cpu_seconds_total")
+    gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
+    cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
+    gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
+    cpu_steady = float(cpu.iloc[-1] - np.interp(steady, cpu.index.to_numpy(), cpu.to_numpy())) if len(cpu) else 0.0
+    return {
+        "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
+        "peak_cores": float(cores.max()) if len(cores) else 0.0,
+        "mean_cores_steady": cpu_steady / (duration - steady),
+        "gc_mean_cores": float(gc_cpu.iloc[-1] / duration) if len(gc_cpu) else 0.0,
+        "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
+        "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
+    }
+
+
+def _summed(counts: Iterable[dict]) -> dict:
+    """Per-replica counts added up, key by key, in the order keys first appear (zeros kept)."""
+    total: dict = {}
+    for c in counts:
+        for k, n in c.items():
+            total[k] = total.get(k, 0) + n
+    return total
+
+
+def _counter_over_replicas(series: pd.DataFrame, name: str) -> pd.Series:
+    """A counter summed over the replicas, by time."""
+    return series[series["metric"] == name].groupby("time_s")["value"].sum()
+
+
+def _replica_summary(sim: Finished, i: int, figures: dict[str, float], duration: float) -> dict[str, Any]:
+    server = sim.servers[i]
+    process = server.model.process
+    rec = sim.recorder
+    return {
+        "replica": i,
+        "peak_rss_bytes": rec.peak_rss_by_replica[i],
+        "peak_rss_steady_bytes": rec.peak_rss_steady_by_replica[i],
+        "mean_cores": figures["mean_cores"],
+        "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
+        "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
+        "requests": dict(server.completed),
+        "openapi_v2_rebuilds": server.model.openapi.rebuilds,
+        "openapi_v2_rebuild_core_s": server.model.openapi.core_s_total,
+        "connections_at_end": sim.balancer.connections[i],
+        "open_watches_at_end": sim.cluster.open_watches(i),
+    }  # fmt: skip

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
+from simapf.messages import describe
 
 KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
 ROW_HEIGHT_IN = 3.0
@@ -148,9 +149,7 @@ def load_spec(path: str | Path) -> tuple[FigureSpec, Path]:
     try:
         spec = FigureSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{path}: {where}: {err['msg']}") from None
+        raise ConfigError(f"{path}: {describe(exc, FigureSpec)}") from None
     names = [f.name for f in spec.figures]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

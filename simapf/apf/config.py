@@ -16,7 +16,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,6 +38,7 @@ from pydantic.alias_generators import to_camel
 from simapf.apf.shuffle import dealer_problem
 from simapf.errors import ConfigError
 from simapf.files import MAX_YAML_DEPTH, check_yaml_size
+from simapf.messages import describe
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +427,7 @@ def _parse_object(
         return model.model_validate(item)
     except ValidationError as exc:
         raise ConfigError(
-            f"{prefix}{_label(where, kind, name)}: {_describe_validation_error(exc)}"
+            f"{prefix}{_label(where, kind, name)}: {describe(exc, model)}"
         ) from None
 
 
@@ -451,28 +452,6 @@ def _label(where: str, kind: str | None, name: str | None) -> str:
 def _type_name(value: Any) -> str:
     names = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
     return names.get(type(value), type(value).__name__)
-
-
-def _format_path(loc: Iterable[Any]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path
-
-
-def _describe_validation_error(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    # Union members and before-validators add loc entries that are not YAML keys.
-    loc = [part for part in first["loc"] if not (isinstance(part, str) and "[" in part)]
-    text = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-    message = f"{_format_path(loc)}: {text}"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return message
 
 
 def _describe_yaml_error(exc: yaml.YAMLError) -> str:

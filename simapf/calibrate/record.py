@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from simapf import __version__
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.fit import FREE_PARAMS, LOSS, LOSSES, FreeParam, free_params_by_key
 from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
+from simapf.messages import describe
 from simapf.server.params import ServerParams
 
 SHIPPED = Path(__file__).resolve().parents[1] / "calibration" / "params.yaml"
@@ -113,9 +115,6 @@ def load_params(path: str | Path | None = None) -> tuple[ServerParams, Experimen
     params = ServerParams.from_dict(data.get("server"), source_name=f"{path}: server")
     try:
         setup = ExperimentSetup.model_validate(data.get("experiment") or {})
-    except Exception as exc:  # pydantic's ValidationError, one line
-        from simapf.server.params import describe_validation_error
-
-        msg = describe_validation_error(exc) if hasattr(exc, "errors") else str(exc)
-        raise ConfigError(f"{path}: experiment.{msg}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe(exc, ExperimentSetup, prefix='experiment')}") from None
     return params, setup, data

@@ -23,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
+from simapf.messages import describe
 
 MiB = 1 << 20
 
@@ -619,7 +620,7 @@ class ServerParams(_Params):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(prefix + describe_validation_error(exc)) from None
+            raise ConfigError(prefix + describe(exc, cls)) from None
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ServerParams":
@@ -627,21 +628,3 @@ class ServerParams(_Params):
         path = Path(path)
         data = read_yaml(path)
         return cls.from_dict(data, source_name=str(path))
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line: the first problem's dotted field path and message, and how many more."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    path = ""
-    for part in first["loc"]:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif isinstance(part, str) and ("[" in part or part.startswith("function-")):
-            continue  # union members and validators, not keys the user wrote
-        else:
-            path += f".{part}" if path else str(part)
-    message = f"{path or 'server parameters'}: {first['msg']}"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return message

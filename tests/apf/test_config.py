@@ -420,9 +420,9 @@ PL_CASES = [
         "spec.exempt: must not be set",
     ),
     ("unknown type", _set(("spec", "type"), "Unlimited"), "spec.type:"),
-    ("missing name", _delete(("metadata", "name")), "metadata.name: Field required"),
+    ("missing name", _delete(("metadata", "name")), "metadata.name: required field missing"),
     ("bad name", _set(("metadata", "name"), "Not_A_Name"), "metadata.name:"),
-    ("missing spec", _delete(("spec",)), "spec: Field required"),
+    ("missing spec", _delete(("spec",)), "spec: required field missing"),
 ]
 
 
@@ -498,7 +498,7 @@ FS_CASES = [
     (
         "no priority level",
         _delete(("spec", "priorityLevelConfiguration")),
-        "spec.priorityLevelConfiguration: Field required",
+        "spec.priorityLevelConfiguration: required field missing",
     ),
     (
         "empty priority level",

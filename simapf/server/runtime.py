@@ -160,7 +160,7 @@ class SimulatedAPIServer:
         self.dispatched_by_flow: dict[tuple[str, str], int] = {}
         self.rejected_by_flow: dict[tuple[str, str, str], int] = {}
         self.dropped = DroppedRequestsTracker()
-        self.model.process.on_oom.append(self._died)
+        self.model.process.on_death.append(self._died)
         self.model.process.on_restart.append(self._restarted)
 
     def _new_apf(self) -> APFController:
@@ -224,6 +224,15 @@ class SimulatedAPIServer:
 
     def _response_streamed(self, _attrs: RequestAttributes) -> bool:
         return self._streamed_now
+
+    def refuse(self, attrs: RequestAttributes, on_done: Callable[[ServerRequest], None], tag: Any,
+               outcome: str, reason: str, retry_after_s: float | None = None) -> None:
+        """End a request before APF sees it: no process listens (UNAVAILABLE), or the watch
+        cache it needs is refilling (REJECTED, with a Retry-After)."""
+        rec = ServerRequest(attrs, None, 0, on_done, self.env._now, tag)
+        if retry_after_s is not None:
+            rec.retry_after_s = retry_after_s
+        self._end(rec, outcome, reason)
 
     def _end(self, rec: ServerRequest, outcome: str, reason: str = "") -> None:
         rec.outcome = outcome

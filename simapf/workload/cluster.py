@@ -71,7 +71,7 @@ class Cluster:
         self._last_stats_ns = 0
         self.observer: Done | None = None  # sees every request the apiserver answered
         for i, server in enumerate(servers):
-            server.model.process.on_oom.append(partial(self._server_died, i))
+            server.model.process.on_death.append(partial(self._server_died, i))
         self.params = servers[0].model.params
         self._event_cpu = self.params.request_cpu.watch_event_core_s_per_object
         self._watch_bytes = self.params.request_memory.watch_held_bytes
@@ -116,14 +116,12 @@ class Cluster:
         if not up:
             # No process listens: connection refused. Checked before the cost, because a dead
             # process's watch caches are empty too and must not turn this into a 429.
-            server._end(ServerRequest(attrs, None, 0, done, now, tag), UNAVAILABLE, "down")
+            server.refuse(attrs, done, tag, UNAVAILABLE, "down")
             return
         cost = self._cost(server, attrs, encoding, selectivity, page, object_bytes)
         if cost is None:
             # The watch cache is refilling and cannot send this to etcd: 429 before APF.
-            rec = ServerRequest(attrs, None, 0, done, now, tag)
-            rec.retry_after_s = 1
-            server._end(rec, REJECTED, "cache-not-ready")
+            server.refuse(attrs, done, tag, REJECTED, "cache-not-ready", retry_after_s=1)
             return
         server.submit(attrs, cost, done, tag=tag, link=link)
         if conn is not None and self.balancer.goaway_chance and attrs.verb != "watch":

@@ -69,7 +69,7 @@ class Recorder:
         self.replica_labels = [str(i) for i in range(n)] if n > 1 else [""]
         # An OOM kill happens between scrapes; the RSS then was at least the limit.
         for i, server in enumerate(cluster.servers):
-            server.model.process.on_oom.append(partial(self._killed, i))
+            server.model.process.on_death.append(partial(self._killed, i))
 
     # The highest of any replica: what a memory limit is compared with.
     peak_rss = property(lambda self: max(self.peak_rss_by_replica))

@@ -188,7 +188,7 @@ class ResourceModel:
         client (simapf.server.network); the handler returns once the response has gone out on it.
 
         Returns False (and never calls back) when the process is down. If the process dies
-        while the request runs, `on_done` is not called; `process.on_oom` hooks fire instead.
+        while the request runs, `on_done` is not called; `process.on_death` hooks fire instead.
         """
         if not self._up:
             return False
@@ -208,7 +208,7 @@ class ResourceModel:
                 mem = self.memory
                 mem.inflight_live += plan.wait_live_bytes
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
-                    return True  # killed; the on_oom hooks told the runtime
+                    return True  # killed; the on_death hooks told the runtime
             work = plan.etcd_work * req.factors[0]
             self.etcd.read(work, self._after_etcd, req)
         else:

@@ -4,7 +4,7 @@ States: UP (serving, watch caches ready), DOWN (killed, waiting for its restart)
 (serving again, watch caches being refilled from etcd). `ResourceModel` drives the transitions;
 the runtime registers callbacks:
 
-- `on_oom(now_ns)`: the process just died (an OOM kill, or `ResourceModel.kill`). Every request
+- `on_death(now_ns)`: the process just died (an OOM kill, or `ResourceModel.kill`). Every request
   started before is lost: no `on_done` will come for it; the runtime fails them and whatever it
   had queued. `last_down_reason` says why ("oom" or the reason given to `kill`).
 - `on_restart(now_ns)`: the new process is up after `restart_s`, its watch caches empty.
@@ -27,13 +27,13 @@ class ProcessState(enum.Enum):
 
 class ServerProcessState:
     __slots__ = (
-        "state", "on_oom", "on_restart", "on_ready", "oom_kills", "kills", "restarts",
+        "state", "on_death", "on_restart", "on_ready", "oom_kills", "kills", "restarts",
         "last_down_ns", "last_down_reason", "down_ns_total", "epoch",
     )
 
     def __init__(self) -> None:
         self.state = ProcessState.UP
-        self.on_oom: list[Hook] = []
+        self.on_death: list[Hook] = []
         self.on_restart: list[Hook] = []
         self.on_ready: list[Hook] = []
         self.oom_kills = 0
@@ -57,7 +57,7 @@ class ServerProcessState:
         self.last_down_ns = now_ns
         self.last_down_reason = reason
         self.epoch += 1
-        for hook in list(self.on_oom):
+        for hook in list(self.on_death):
             hook(now_ns)
 
     def came_back(self, now_ns: int, refilling: bool) -> None:

@@ -78,7 +78,7 @@ class LoadBalancer:
         self.deaths: list[Death] = []
         self._turn = 0
         for i, server in enumerate(servers):
-            server.model.process.on_oom.append(partial(self._died, i))
+            server.model.process.on_death.append(partial(self._died, i))
             server.model.process.on_restart.append(partial(self._changed, i))
 
     # ------------------------------------------------------------------ routing

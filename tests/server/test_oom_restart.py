@@ -15,7 +15,7 @@ def build(limit: str | None = "1Gi", restart_s: float = 10.0) -> tuple[simpy.Env
     p = ServerParams.model_validate({"process": {"memory_limit_bytes": limit, "restart_s": restart_s}})
     m = ResourceModel(env, p)
     events: list = []
-    m.process.on_oom.append(lambda t: events.append(("oom", t, m.state, m.snapshot().rss_bytes)))
+    m.process.on_death.append(lambda t: events.append(("oom", t, m.state, m.snapshot().rss_bytes)))
     m.process.on_restart.append(lambda t: events.append(("restart", t, m.state, m.watch_cache_ready("pods"))))
     m.process.on_ready.append(lambda t: events.append(("ready", t, m.state, m.watch_cache_ready("pods"))))
     return env, m, events

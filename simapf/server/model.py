@@ -34,6 +34,8 @@ from simapf.server.variation import WorkVariation
 
 DoneCallback = Callable[[int], None]
 
+PLAN_CACHE_LIMIT = 20_000  # distinct request costs a process keeps planned
+
 
 class Running:
     """A request in flight: its plan, its callback, its work factors (etcd, CPU, client reading),
@@ -146,9 +148,12 @@ class ResourceModel:
     # ------------------------------------------------------------------ per request
 
     def plan(self, cost: RequestCost) -> RequestPlan:
-        """CPU, etcd work and bytes of a request (cached per distinct cost)."""
+        """CPU, etcd work and bytes of a request (cached per distinct cost, at most
+        PLAN_CACHE_LIMIT of them: a workload of ever-new sizes starts the cache afresh)."""
         plan = self._plans.get(cost)
         if plan is None:
+            if len(self._plans) >= PLAN_CACHE_LIMIT:
+                self._plans.clear()
             plan = self._plans[cost] = compute_plan(self.params, cost)
         return plan
 

@@ -26,7 +26,7 @@ from simapf.workload.inventory import STATS_REFRESH_NS, Inventory, ResourceObjec
 
 GONE = "gone"  # 410: the watch's resourceVersion is older than the watch cache's history
 WATCH_HISTORY_NS = 75 * NS_PER_S  # the watch cache keeps at least 75 s of events (eventFreshDuration)
-PLAN_CACHE_LIMIT = 20_000  # distinct request costs the resource model may keep planned
+COST_CACHE_LIMIT = 20_000  # distinct request classes whose cost the cluster keeps
 
 ENCODINGS = {e.value: e for e in Encoding}
 Done = Callable[[ServerRequest], None]
@@ -68,6 +68,7 @@ class Cluster:
         # vary per process.
         self._watches: list[dict[str, dict[OpenWatch, None]]] = [{} for _ in servers]
         self.watch_events_total = 0.0
+        self._costs: dict[tuple, RequestCost | None] = {}  # per request class and state: see _cost
         self._last_stats_ns = 0
         self.observer: Done | None = None  # sees every request the apiserver answered
         for i, server in enumerate(servers):
@@ -148,18 +149,29 @@ class Cluster:
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
-        model = server.model
-        if len(model._plans) > PLAN_CACHE_LIMIT:
-            model._plans.clear()
-        enc = ENCODINGS[encoding]
-        verb = attrs.verb
         if not attrs.is_resource_request:
             # Discovery documents: built in memory, encoded, no storage read.
             n = max(1, int(object_bytes // 2000))
             return RequestCost(ServingPath.CACHE, ResponseShape(object_bytes, n, Encoding.JSON))
         objs = self.inventory.get(self._key(attrs))
         cached = objs.spec.watch_cache
-        ready = model.watch_cache_ready(objs.key) if cached else True
+        ready = server.model.watch_cache_ready(objs.key) if cached else True
+        # A request's cost follows from its class and the objects as they are now: computed once
+        # per class and state (the objects' version), not per request.
+        key = (attrs.verb, attrs.namespace, attrs.list_options, encoding, selectivity, page, object_bytes,
+               objs, objs.version, ready)  # fmt: skip
+        cost = self._costs.get(key)
+        if cost is None:
+            if len(self._costs) >= COST_CACHE_LIMIT:
+                self._costs.clear()
+            cost = self._costs[key] = self._class_cost(objs, cached, ready, attrs, encoding, selectivity, page,
+                                                       object_bytes)  # fmt: skip
+        return cost
+
+    def _class_cost(self, objs: ResourceObjects, cached: bool, ready: bool, attrs: RequestAttributes,
+                    encoding: str, selectivity: float, page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
+        enc = ENCODINGS[encoding]
+        verb = attrs.verb
         gates = self.params.features
         if verb == "list" or verb == "watch":
             opts = attrs.list_options

@@ -17,7 +17,6 @@ import numpy as np
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import (
-    ClosedLoopClient,
     DiscoveryClient,
     Identity,
     InformerClient,
@@ -94,6 +93,9 @@ class Instance:
                                    cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
+        # The attributes of a template whose every request is the same (no random namespace or
+        # name to draw), built at its first request: {id(template): (template, attributes)}.
+        self._same: dict[int, tuple[RequestTemplate, RequestAttributes]] = {}
 
     def start(self) -> None:
         raise NotImplementedError
@@ -134,9 +136,15 @@ class _TemplateSender(Instance):
     """Sends a RequestTemplate: a whole paged LIST counts as one request to the caller."""
 
     def send_template(self, t: RequestTemplate, on_complete: Callable[[bool], None]) -> None:
-        ns = self.pick_namespace(t.resource, t.namespace)
-        opts = template_options(t)
-        attrs = self.attrs(t.verb, t.resource, ns, opts, name=self._name_for(t))
+        same = self._same.get(id(t))
+        if same is not None:
+            attrs = same[1]
+        else:
+            ns = self.pick_namespace(t.resource, t.namespace)
+            attrs = self.attrs(t.verb, t.resource, ns, template_options(t), name=self._name_for(t))
+            if t.namespace != "random" and t.verb != "get":
+                self._same[id(t)] = (t, attrs)  # the template is kept, so its id stays its own
+        opts = attrs.list_options
         sel = t.options.selectivity
         if t.verb == "list" and opts.limit > 0 and t.options.paginate and opts.resource_version != "0":
             self._page(attrs, t, sel, 0, on_complete)

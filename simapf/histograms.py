@@ -55,10 +55,11 @@ UPSTREAM_VERBS = {"list": "LIST", "get": "GET", "watch": "WATCH", "create": "POS
 
 
 class _Histogram:
-    __slots__ = ("counts", "sum", "changed")
+    __slots__ = ("bounds", "counts", "sum", "changed")
 
-    def __init__(self, n_bounds: int) -> None:
-        self.counts = [0] * (n_bounds + 1)  # per bucket, not cumulative; the last is (max bound, +Inf)
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is (max bound, +Inf)
         self.sum = 0.0
         self.changed = True
 
@@ -73,34 +74,53 @@ class Histograms:
 
     def __init__(self) -> None:
         self.live: dict[tuple[HistogramSpec, tuple[str, ...]], _Histogram] = {}
+        # Per request class (what its labels follow from), the histograms its requests go to:
+        # duration, wait (execute true), wait (execute false), execution; each found in `live` at
+        # its first observation, so `live` keeps the order in which label sets were first seen.
+        self._classes: dict[tuple, list] = {}
         # (time_s, spec, label values, cumulative counts, sum): one per label set per scrape
         self.snapshots: list[tuple[float, HistogramSpec, tuple[str, ...], tuple[int, ...], float]] = []
         self._last: dict[tuple[HistogramSpec, tuple[str, ...]], tuple[tuple[int, ...], float]] = {}
 
-    def _observe(self, spec: HistogramSpec, labels: tuple[str, ...], seconds: float) -> None:
-        h = self.live.get((spec, labels))
-        if h is None:
-            h = self.live[(spec, labels)] = _Histogram(len(spec.bounds))
-        h.counts[bisect_left(spec.bounds, seconds)] += 1
-        h.sum += seconds
-        h.changed = True
-
     def observe(self, verb: str, resource: str, namespace: str, name: str, level: str, flow_schema: str,
                 exempt: bool, received_ns: int, dispatch_ns: int, done_ns: int) -> None:  # fmt: skip
         """One answered request (dispatch_ns < 0: never dispatched; `exempt`: its level is)."""
+        where = "resource" if name else ("namespace" if namespace else "cluster")  # scope(), inlined
+        key = (verb, resource, where, level, flow_schema, exempt)
+        hists = self._classes.get(key)
+        if hists is None:
+            hists = self._classes[key] = [None, None, None, None]
         if verb != "watch":
-            self._observe(REQUEST_DURATION, (UPSTREAM_VERBS.get(verb, verb.upper()), resource, scope(namespace, name)),
-                          (done_ns - received_ns) / NS_PER_S)  # fmt: skip
+            self._add(hists, 0, (done_ns - received_ns) / NS_PER_S, key)
         if not level or exempt:
             return
         dispatched = dispatch_ns >= 0
         waited = (dispatch_ns if dispatched else done_ns) - received_ns
         # Rejected at arrival: no wait. A request that timed out waited; upstream records it as executed.
-        execute = "true" if dispatched or waited > 0 else "false"
-        self._observe(APF_WAIT, (level, flow_schema, execute), waited / NS_PER_S)
+        self._add(hists, 1 if dispatched or waited > 0 else 2, waited / NS_PER_S, key)
         if dispatched:
-            self._observe(APF_EXECUTION, (level, flow_schema, "watch" if verb == "watch" else "regular"),
-                          (done_ns - dispatch_ns) / NS_PER_S)  # fmt: skip
+            self._add(hists, 3, (done_ns - dispatch_ns) / NS_PER_S, key)
+
+    def _add(self, hists: list, i: int, seconds: float, key: tuple) -> None:
+        h = hists[i]
+        if h is None:
+            spec, labels = self._labels(i, key)
+            h = hists[i] = self.live.get((spec, labels))
+            if h is None:
+                h = self.live[(spec, labels)] = _Histogram(spec.bounds)
+        h.counts[bisect_left(h.bounds, seconds)] += 1
+        h.sum += seconds
+        h.changed = True
+
+    @staticmethod
+    def _labels(i: int, key: tuple) -> tuple[HistogramSpec, tuple[str, ...]]:
+        """The histogram and label values of a request class's i-th observation (see _classes)."""
+        verb, resource, where, level, flow_schema, _exempt = key
+        if i == 0:
+            return REQUEST_DURATION, (UPSTREAM_VERBS.get(verb, verb.upper()), resource, where)
+        if i == 3:
+            return APF_EXECUTION, (level, flow_schema, "watch" if verb == "watch" else "regular")
+        return APF_WAIT, (level, flow_schema, "true" if i == 1 else "false")
 
     def scrape(self, t: float) -> None:
         snapshots = self.snapshots

@@ -15,7 +15,7 @@ import os
 import platform
 import time
 
-from simapf.server.list_stream import run_list_stream
+from simapf.calibrate.list_stream import run_list_stream
 from simapf.server.paths import ServingPath
 
 

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from simapf.calibrate.data import Cell
 from simapf.server.costs import RequestPlan, compute_plan
-from simapf.server.list_stream import ListStreamResult, list_cost, run_list_stream
+from simapf.calibrate.list_stream import ListStreamResult, list_cost, run_list_stream
 from simapf.server.params import ClientParams, ServerParams, _Params
 from simapf.server.paths import ServingPath
 

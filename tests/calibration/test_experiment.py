@@ -9,7 +9,7 @@ import simpy
 from simapf.calibrate import experiment
 from simapf.calibrate.data import Cell, Row
 from simapf.calibrate.experiment import ExperimentSetup, run_cell, run_params
-from simapf.server.list_stream import LIST_USER, ListStreamResult, _invert_ramp, run_list_stream
+from simapf.calibrate.list_stream import LIST_USER, ListStreamResult, _invert_ramp, run_list_stream
 from simapf.server.params import ServerParams
 from simapf.server.costs import compute_plan
 from simapf.server.paths import RequestCost, ResponseShape, ServingPath

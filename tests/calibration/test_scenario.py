@@ -10,7 +10,7 @@ import simapf
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup, run_cell
 from simapf.calibrate.scenario import scenario_for
-from simapf.server.list_stream import scraped_peak
+from simapf.calibrate.list_stream import scraped_peak
 from simapf.server.params import ServerParams
 
 WORK_DRAWS = 4

@@ -6,7 +6,7 @@ import simpy
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.apf.integrator import Integrator
 from simapf.server.etcd import range_work
-from simapf.server.list_stream import LIST_USER, run_list_stream
+from simapf.calibrate.list_stream import LIST_USER, run_list_stream
 from simapf.server.params import ServerParams
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, SimulatedAPIServer

@@ -10,7 +10,7 @@ import pytest
 import simpy
 
 from simapf.server import ResourceModel, ServerParams, ServingPath
-from simapf.server.list_stream import LIST_USER
+from simapf.calibrate.list_stream import LIST_USER
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.variation import BLOCK, KEPT_BLOCKS, STAGES, WorkVariation
 

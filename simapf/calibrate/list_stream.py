@@ -1,4 +1,5 @@
-"""A steady stream of identical LISTs into one apiserver: the shape of the measured experiment.
+"""The calibration's driver: a steady stream of identical LISTs into one apiserver, the shape of
+the measured experiment.
 
 The experiment behind `calibration/` data (kubernetes/kubernetes#132233) sent LISTs of one
 resource at a fixed rate to an apiserver with 16 cores and server concurrency 800, every LIST

@@ -135,7 +135,7 @@ class Recorder:
             for outcome, n in s.outcomes.items():
                 add(t, "simapf_client_requests_total", n, client=g.spec.name, code=outcome)
             if g.spec.kind == "informer":
-                n_synced = sum(1 for x in g.instances if x.active and getattr(x, "watching", False))
+                n_synced = g.informers_watching
                 add(t, "simapf_informers_watching", n_synced, client=g.spec.name)
                 add(t, "simapf_informer_lists_total", s.lists, client=g.spec.name)
                 if n_synced < g.active_count:
@@ -169,13 +169,15 @@ class Recorder:
             self.peak_heap_steady_by_replica[i] = max(self.peak_heap_steady_by_replica[i], snap.heap_inuse_bytes)
         if snap.up:
             for name, level in server.apf.levels.items():
-                qs = level.queueset
-                add(t, "apiserver_flowcontrol_current_executing_seats", qs.seats_in_use, priority_level=name, replica=replica)
-                add(t, "apiserver_flowcontrol_current_executing_requests", qs.reqs_executing, priority_level=name,
+                g = level.queueset.gauges()
+                add(t, "apiserver_flowcontrol_current_executing_seats", g.executing_seats, priority_level=name,
                     replica=replica)  # fmt: skip
-                add(t, "apiserver_flowcontrol_current_inqueue_requests", qs.reqs_waiting, priority_level=name,
+                add(t, "apiserver_flowcontrol_current_executing_requests", g.executing_requests, priority_level=name,
                     replica=replica)  # fmt: skip
-                add(t, "apiserver_flowcontrol_current_limit_seats", qs.cl, priority_level=name, replica=replica)
+                add(t, "apiserver_flowcontrol_current_inqueue_requests", g.waiting_requests, priority_level=name,
+                    replica=replica)  # fmt: skip
+                add(t, "apiserver_flowcontrol_current_limit_seats", g.concurrency_limit, priority_level=name,
+                    replica=replica)  # fmt: skip
                 add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name,
                     replica=replica)  # fmt: skip
         for (name, fs), n in server.dispatched_by_flow.items():

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from simapf.apf.clock import RELEASE, TIMEOUT, Scheduler
 from simapf.apf.gomath import go_round
@@ -120,6 +120,15 @@ class Queue:
         self.version = 0  # bumped whenever the queue's virtual finish time changes
 
 
+class Gauges(NamedTuple):
+    """A level's state as its gauges show it (`QueueSet.gauges`)."""
+
+    executing_seats: int
+    executing_requests: int
+    waiting_requests: int
+    concurrency_limit: int
+
+
 class QueueSet:
     """One priority level's dispatcher: queued (fair queuing), Reject, or exempt."""
 
@@ -176,6 +185,13 @@ class QueueSet:
         self.rejected_total = {QUEUE_FULL: 0, TIME_OUT: 0, CONCURRENCY_LIMIT: 0}
         self.no_accommodation_total = 0
         self.set_queuing(queues, hand_size, queue_length_limit)
+
+    # ----------------------------------------------------------------- state
+
+    def gauges(self) -> Gauges:
+        """What the level's gauges read now (upstream's current_executing_seats and _requests,
+        current_inqueue_requests, current_limit_seats)."""
+        return Gauges(self.seats_in_use, self.reqs_executing, self.reqs_waiting, self.cl)
 
     # ----------------------------------------------------------------- configuration
 

@@ -615,6 +615,11 @@ class ClientGroup:
     def active_count(self) -> int:
         return sum(1 for x in self.instances if x.active)
 
+    @property
+    def informers_watching(self) -> int:
+        """Running instances that have synced and are watching (informers; 0 for other kinds)."""
+        return sum(1 for x in self.instances if x.active and getattr(x, "watching", False))
+
 
 def _ignore(_ok: bool) -> None:
     pass

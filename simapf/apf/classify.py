@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simapf.apf.config import (
+from simapf.apf.config import EffectiveConfig, build_effective_config, mandatory_objects
+from simapf.apf.objects import (
     CATCH_ALL,
-    WILDCARD,
     APFObjects,
-    EffectiveConfig,
     FlowSchema,
     NonResourcePolicyRule,
     PolicyRulesWithSubjects,
     PriorityLevelConfiguration,
     ResourcePolicyRule,
-    build_effective_config,
-    mandatory_objects,
 )
+from simapf.apf.validation import WILDCARD
 from simapf.apf.shuffle import flow_hash
 from simapf.apf.types import RequestAttributes
 

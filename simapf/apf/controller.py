@@ -14,7 +14,8 @@ from typing import Any
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
 from simapf.apf.clock import OTHER, Scheduler
-from simapf.apf.config import APFObjects, EffectiveConfig, build_effective_config
+from simapf.apf.config import EffectiveConfig, build_effective_config
+from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import EstimationContext, ObjectStatsSource, WorkEstimator
 from simapf.apf.estimators.watch_tracker import WatchTracker
 from simapf.apf.integrator import Integrator

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from simapf.apf.clock import EventLoop
-from simapf.apf.config import APFObjects, bootstrap_objects, load_objects
+from simapf.apf.config import bootstrap_objects, load_objects
+from simapf.apf.objects import APFObjects
 from simapf.apf.controller import APFController
 
 COLUMNS = ("priority_level", "nominal_cl", "lendable_cl", "min_cl", "max_cl", "idle_current_cl",

@@ -22,15 +22,9 @@ import yaml
 from pydantic import ValidationError
 
 from simapf.apf.controller import FeatureGates
-from simapf.apf.config import (
-    APFObjects,
-    PriorityLevelConfiguration,
-    bootstrap_objects,
-    build_effective_config,
-    load_objects,
-    objects_from_data,
-    validate_priority_level,
-)
+from simapf.apf.config import bootstrap_objects, build_effective_config, load_objects, objects_from_data
+from simapf.apf.objects import APFObjects, PriorityLevelConfiguration
+from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError

@@ -18,7 +18,8 @@ import numpy as np
 import simpy
 
 from simapf.apf.clock import FINISH
-from simapf.apf.config import APFObjects, bootstrap_objects
+from simapf.apf.config import bootstrap_objects
+from simapf.apf.objects import APFObjects
 from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController, FeatureGates
 from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
 from simapf.apf.estimators.watch_tracker import WatchTracker

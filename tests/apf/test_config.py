@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from simapf.apf.objects import APFObjects
 from simapf.apf.config import (
-    APFObjects,
     bootstrap_objects,
     build_effective_config,
     load_objects,

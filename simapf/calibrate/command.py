@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
-from simapf.calibrate.fit import NOISE_FLOOR, fit, free_params_by_key
+from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
@@ -51,10 +51,10 @@ def calibrate(
     free = free_params_by_key(free_keys) if free_keys else record_free_params(start_record)
     loss = loss or record_loss(start_record)
     stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup), rows)
-    j0, r0, at0 = stored if stored is not None else (None, None, None)
+    given = GivenJacobian(*stored) if stored is not None else None
     with Simulator(n_jobs, backend) as sim:
         result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
-                     progress=progress, log=log, jacobian0=j0, residuals0=r0, jacobian0_at=at0, loss=loss,
+                     progress=progress, log=log, given=given, loss=loss,
                      noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor)  # fmt: skip
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),

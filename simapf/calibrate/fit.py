@@ -303,6 +303,67 @@ def _plan_change(before: RequestPlan, after: RequestPlan, field: str) -> float |
     return getattr(after, field) - getattr(before, field)
 
 
+@dataclass(frozen=True)
+class GivenJacobian:
+    """Finite differences taken before a fit (the record's it starts from): they save the first
+    ones. `residuals`: those they were taken with, if known (then, if the start still gives
+    exactly these, they are the start's Jacobian for the record too); `at`: the parameter values
+    where they were taken, if not at the start (a record's Jacobian may have been updated along
+    its fit's last steps)."""
+
+    jacobian: np.ndarray
+    residuals: np.ndarray | None = None
+    at: np.ndarray | None = None
+
+
+class JacobianHistory:
+    """The fit's Jacobian and where it came from: finite differences at the start (unless
+    given) and every `refresh_every` iterations, Broyden's rank-one update in between, from the
+    step just taken, so that an iteration costs one grid instead of one per parameter."""
+
+    def __init__(self, n: int, v0: np.ndarray, given: GivenJacobian | None, refresh_every: int | None) -> None:
+        self.J = given.jacobian if given is not None else None
+        self.x: np.ndarray | None = np.zeros(n) if given is not None else None  # the point J is for
+        self.r: np.ndarray | None = None  # the residuals there, once known
+        self.refresh_every = refresh_every
+        self.updates = 0  # Broyden updates since the last finite differences
+        # Finite differences known at a point, with the residuals they were taken with there: the
+        # ones taken here, and a given Jacobian whose residuals are given.
+        self.fd_at: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        # Where the finite differences behind J were taken: the last ones here, or a given one's
+        # (in log-scaled values), if it was taken on these residuals.
+        self.fd_x: np.ndarray | None = None
+        self.given_fd_x: np.ndarray | None = None
+        if given is not None and given.residuals is not None:
+            self.fd_at[np.zeros(n).tobytes()] = (given.jacobian, given.residuals)
+            at = np.ones(n) if given.at is None else np.asarray(given.at, dtype=float) / v0
+            self.given_fd_x = np.log(at)
+
+    def due(self) -> bool:
+        """Whether the next Jacobian must be finite differences."""
+        return self.J is None or (self.refresh_every is not None and self.updates >= self.refresh_every)
+
+    def taken(self, J: np.ndarray, x: np.ndarray, r: np.ndarray) -> None:
+        """Finite differences `J` were taken at `x`, whose residuals are `r`."""
+        self.fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r)
+        self.fd_x = np.asarray(x, dtype=float).copy()
+
+    def refreshed(self, J: np.ndarray, x: np.ndarray, r: np.ndarray) -> None:
+        """The Jacobian is now finite differences `J` at `x` (residuals `r`)."""
+        self.updates = 0
+        self.J, self.x, self.r = J, x.copy(), r
+
+    def broyden(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """J moved to `x` (residuals `r`) by Broyden's rank-one update along the step from its
+        point, which makes it reproduce the residuals' change over that step."""
+        assert self.J is not None and self.x is not None and self.r is not None
+        dx = x - self.x
+        n2 = float(dx @ dx)
+        J = self.J + np.outer(r - self.r - self.J @ dx, dx) / n2 if n2 > 0 else self.J
+        self.J, self.x, self.r = J, x.copy(), r
+        return J
+
+
 class Problem:
     """The residuals of a set of rows as a function of the log-scaled free parameters."""
 
@@ -314,12 +375,10 @@ class Problem:
         free: tuple[FreeParam, ...],
         simulator: Simulator,
         progress: Callable[[int], None] | None = None,
-        jacobian0: np.ndarray | None = None,
+        given: GivenJacobian | None = None,
         refresh_every: int | None = 6,
-        residuals0: np.ndarray | None = None,
         loss: str = LOSS,
         chain_rule: bool = True,
-        jacobian0_at: np.ndarray | None = None,
     ) -> None:
         if not free:
             raise ConfigError("calibrate: no free parameters to fit")
@@ -341,26 +400,7 @@ class Problem:
         self.hi = np.maximum(hi, 1e-9)
         self.evaluations = 0.0  # grid-equivalents
         self._cache: dict[bytes, tuple[np.ndarray, dict]] = {}
-        # Jacobian: finite differences at the start (unless given) and every `refresh_every`
-        # iterations; Broyden's rank-one update in between, from the step just taken, so an
-        # iteration costs one grid instead of one per parameter.
-        self._J = jacobian0
-        self._Jx = np.zeros(len(free)) if jacobian0 is not None else None
-        self._Jr: np.ndarray | None = None
-        self.refresh_every = refresh_every
-        self._updates = 0
-        # Finite differences known at a point, with the residuals they were taken with there: the
-        # ones taken here, and a given starting Jacobian if `residuals0` says what it was taken with.
-        self._fd_at: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        # Where the finite differences behind the Jacobian were taken: the last ones here, or a
-        # given one's (`jacobian0_at`, values, if not at the start: it was updated along a fit's
-        # steps), if it was taken on these residuals.
-        self._fd_x: np.ndarray | None = None
-        self._given_fd_x: np.ndarray | None = None
-        if jacobian0 is not None and residuals0 is not None:
-            self._fd_at[np.zeros(len(free)).tobytes()] = (jacobian0, residuals0)
-            at = np.ones(len(free)) if jacobian0_at is None else np.asarray(jacobian0_at, dtype=float) / self.v0
-            self._given_fd_x = np.log(at)
+        self.history = JacobianHistory(len(free), self.v0, given, refresh_every)
 
     def natural(self, x: np.ndarray) -> np.ndarray:
         """The parameter values at `x`, within their bounds despite rounding in exp(log)."""
@@ -387,29 +427,25 @@ class Problem:
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         """The Jacobian at `x`: finite differences, or a Broyden update of the last one."""
-        stale = self.refresh_every is not None and self._updates >= self.refresh_every
-        if self._J is None or stale:
+        h = self.history
+        if h.due():
             J = self.finite_differences(x)
-            self._updates = 0
-            self._J, self._Jx, self._Jr = J, x.copy(), self.evaluate(x)[0]
+            h.refreshed(J, x, self.evaluate(x)[0])
             return J
-        self._updates += 1
+        h.updates += 1
         return self.updated_jacobian(x)
 
     def updated_jacobian(self, x: np.ndarray) -> np.ndarray:
         """The last Jacobian moved to `x` by Broyden's rank-one update along the step from its
-        point, which makes it reproduce the residuals' change over that step; no simulation
-        but `x`'s own residuals."""
-        if self._J is None:
+        point; no simulation but `x`'s own residuals (and, once, those of a given Jacobian's
+        point)."""
+        h = self.history
+        if h.J is None or h.x is None:
             raise ValueError("no Jacobian to update")
-        r, _ = self.evaluate(x)
-        if self._Jr is None:
-            self._Jr = self.evaluate(self._Jx)[0]  # a given starting Jacobian belongs to x = 0
-        dx = x - self._Jx
-        n2 = float(dx @ dx)
-        J = self._J + np.outer(r - self._Jr - self._J @ dx, dx) / n2 if n2 > 0 else self._J
-        self._J, self._Jx, self._Jr = J, x.copy(), r
-        return J
+        r = self.evaluate(x)[0]
+        if h.r is None:
+            h.r = self.evaluate(h.x)[0]  # a given starting Jacobian belongs to x = 0
+        return h.broyden(x, r)
 
     def finite_differences(self, x: np.ndarray) -> np.ndarray:
         """d residual / d x_j by a forward step of DIFF_STEP (backward at the upper bound); with
@@ -435,8 +471,7 @@ class Problem:
         for (j, key), (k, ratio) in derived.items():
             rows = rows_of[key]
             J[rows, j] = J[rows, k] * steps[k] * ratio / steps[j]
-        self._fd_at[np.asarray(x, dtype=float).tobytes()] = (J, r0)
-        self._fd_x = np.asarray(x, dtype=float).copy()
+        self.history.taken(J, x, r0)
         return J
 
     def _derived(
@@ -472,19 +507,21 @@ class Problem:
     def predicted_gain(self, x: np.ndarray, cost: Callable[[np.ndarray], float]) -> float | None:
         """How much `cost` of the residuals falls from the last Jacobian's point to `x` by that
         Jacobian's linear model; None before any Jacobian, or at its point."""
-        if self._J is None or np.array_equal(x, self._Jx):
+        h = self.history
+        if h.J is None or h.x is None or np.array_equal(x, h.x):
             return None
-        r = self.evaluate(self._Jx)[0]
-        return cost(r) - cost(r + self._J @ (np.asarray(x) - self._Jx))
+        r = self.evaluate(h.x)[0]
+        return cost(r) - cost(r + h.J @ (np.asarray(x) - h.x))
 
     def fd_x(self) -> np.ndarray | None:
         """Where the finite differences behind the Jacobian were taken: the last ones taken
         here, or the given Jacobian's if the start gives the residuals it was taken with (the
         same data and model); None if it was taken on others."""
-        if self._fd_x is not None:
-            return self._fd_x
-        if self._given_fd_x is not None and self.finite_differences_known_at(np.zeros(len(self.free))) is not None:
-            return self._given_fd_x
+        h = self.history
+        if h.fd_x is not None:
+            return h.fd_x
+        if h.given_fd_x is not None and self.finite_differences_known_at(np.zeros(len(self.free))) is not None:
+            return h.given_fd_x
         return None
 
     def near_finite_differences(self, x: np.ndarray) -> bool:
@@ -497,7 +534,7 @@ class Problem:
         """Finite differences already taken at `x` (here, or given for the start), if `x` still
         gives the residuals they were taken with (the same cells, data, model and values): the
         simulation is deterministic in the parameters, so taking them again would give these."""
-        known = self._fd_at.get(np.asarray(x, dtype=float).tobytes())
+        known = self.history.fd_at.get(np.asarray(x, dtype=float).tobytes())
         if known is not None and np.array_equal(self.evaluate(x)[0], known[1]):
             return known[0]
         return None
@@ -571,21 +608,17 @@ def fit(
     simulator: Simulator | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
-    jacobian0: np.ndarray | None = None,
-    residuals0: np.ndarray | None = None,
-    jacobian0_at: np.ndarray | None = None,
+    given: GivenJacobian | None = None,
     final_jacobian: bool = True,
     loss: str = LOSS,
     noise_floor: float = NOISE_FLOOR,
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
-    `jacobian0`: finite differences at the start (e.g. the ones stored with the shipped fit)
-    save the first ones; `jacobian0_at`: the values where they were taken, if not at the start
-    (a record's Jacobian may have been updated along its fit's last steps). `residuals0`: the
-    residuals they were taken with; if no step is accepted and the start's residuals are
-    exactly these (the same cells, data, model and values), they are the solution's too and
-    are not taken again.
+    `given`: finite differences taken before (e.g. the ones stored with the shipped fit) save
+    the first ones; if no step is accepted and the start's residuals are exactly those they were
+    taken with (the same cells, data, model and values), they are the solution's too and are
+    not taken again (`GivenJacobian`).
     `final_jacobian`: a Jacobian for the record (leave-one-group-out uses it): fresh finite
     differences at the solution if it is further than DIFF_STEP in some parameter from where the
     last ones were taken; otherwise those, updated along the steps (Broyden), since a fresh
@@ -605,7 +638,7 @@ def fit(
     t0 = time.perf_counter()
     bar = progress_bar(None, "calibrate", "runs", progress)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
-                   jacobian0=jacobian0, residuals0=residuals0, loss=loss, jacobian0_at=jacobian0_at)  # fmt: skip
+                   given=given, loss=loss)  # fmt: skip
     say = log or progress_write
     best: dict[str, Any] = {"cost": math.inf}
 

@@ -25,7 +25,9 @@ import numpy as np
 
 from simapf.calibrate.data import Row, cells as all_cells
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
-from simapf.calibrate.fit import F_SCALE, LOSS, FreeParam, Problem, fit, residual_rows, start_values
+from simapf.calibrate.fit import (
+    F_SCALE, LOSS, FreeParam, GivenJacobian, Problem, fit, residual_rows, start_values,
+)
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.metrics import CPU_SEATS
 from simapf.server.params import ServerParams
@@ -131,7 +133,7 @@ def leave_one_group_out(
             # refit's own), saves each refit its first finite differences: a grid per parameter.
             res = fit(rows, params, setup, free, exclude=lambda r, g=g: r.group == g,
                       max_iterations=refit_iterations, simulator=sim, progress=False, log=lambda _m: None,
-                      jacobian0=None if jacobian is None else jacobian[keep], final_jacobian=False,
+                      given=None if jacobian is None else GivenJacobian(jacobian[keep]), final_jacobian=False,
                       loss=loss)  # fmt: skip
             p_g, s_g = res.params, res.setup
             shift = {k: res.values[k] / v for k, v in zip(res.values, v0)}

@@ -10,7 +10,8 @@ import pytest
 from simapf.calibrate.data import Cell, Row, cells
 from simapf.calibrate.experiment import ExperimentSetup, cell_plan, run_cell
 from simapf.calibrate.fit import (
-    CLAMPED_MARGIN, CPU_WORK, ETCD_WORK, FREE_PARAMS, WORST_WEIGHT, Problem, apply, fit, free_params_by_key, residuals,
+    CLAMPED_MARGIN, CPU_WORK, ETCD_WORK, FREE_PARAMS, WORST_WEIGHT, GivenJacobian, Problem, apply, fit,
+    free_params_by_key, residuals,
     start_values,
 )
 from simapf.calibrate.grid import Simulator, run_grid
@@ -412,13 +413,13 @@ def test_a_refit_that_accepts_no_step_keeps_its_given_jacobian():
         sim = _LogLinearSimulator()
         return fit(rows, truth, QUICK, free, simulator=sim, **given, **quiet), sim.cells_run
 
-    res, cells_run = refit(jacobian0=J0, residuals0=r0)
+    res, cells_run = refit(given=GivenJacobian(J0, r0))
     assert res.values == {fp.key: pytest.approx(v) for fp, v in zip(free, start_values(free, truth, QUICK))}
     assert np.array_equal(res.jacobian, J0)
     assert cells_run == 9  # the start, once
     # Without the Jacobian, or with one taken on other residuals (other data, another model),
     # the finite differences are taken again.
-    for given in ({}, {"jacobian0": J0, "residuals0": r0 + 0.01}):
+    for given in ({}, {"given": GivenJacobian(J0, r0 + 0.01)}):
         res, cells_run = refit(**given)
         assert np.allclose(res.jacobian, J0) and cells_run > 9
     # Without one, they are taken at the start, which is the solution, and only there: the start
@@ -491,7 +492,7 @@ def test_a_given_jacobian_counts_from_where_its_finite_differences_were_taken():
         J0, r0 = prob.finite_differences(np.zeros(2)), prob.evaluate(np.zeros(2))[0]
         sim = _LogLinearSimulator()
         res = fit(rows, start, QUICK, free, max_iterations=8, simulator=sim, progress=False, log=lambda _m: None,
-                  noise_floor=0.0, loss="linear", jacobian0=J0, residuals0=r0, jacobian0_at=taken_at)  # fmt: skip
+                  noise_floor=0.0, loss="linear", given=GivenJacobian(J0, r0, taken_at))  # fmt: skip
         return res, sim
 
     # No step: the given Jacobian is the record's, and so is where it was taken.

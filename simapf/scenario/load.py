@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 from pydantic import ValidationError
 
-from simapf.apf.controller import FeatureGates
 from simapf.apf.config import bootstrap_objects, build_effective_config, load_objects, objects_from_data
+from simapf.apf.controller import FeatureGates
 from simapf.apf.objects import APFObjects, PriorityLevelConfiguration
 from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
@@ -61,11 +61,8 @@ class LoadedScenario:
     def estimators(self) -> Estimators:
         """The scenario's work estimators. A user's policy module is imported here, when a run
         starts: every one of them, so that a broken one fails before any time is simulated."""
-        sc = self.scenario
-        specs = {-1: (sc.apf.estimator, "apf.estimator")}
-        specs |= {i: (e.estimator, f"events[{i}].estimator") for i, e in enumerate(sc.events) if e.kind == "policy"}
         factories = {}
-        for i, (spec, where) in specs.items():
+        for i, (spec, where) in estimator_specs(self.scenario).items():
             if ":" in spec.list_policy:
                 try:
                     work_estimator(spec, where)
@@ -502,11 +499,17 @@ def check_estimator(spec: Estimator, where: str) -> None:
         raise ConfigError(f"{where}.list_policy: {spec.list_policy!r}: expected 'package.module:ClassName'")
 
 
+def estimator_specs(sc: Scenario) -> dict[int, tuple[Estimator, str]]:
+    """A scenario's estimators with their field paths: -1 for apf.estimator, then each policy
+    event's by its index in `events`."""
+    specs = {-1: (sc.apf.estimator, "apf.estimator")}
+    specs |= {i: (e.estimator, f"events[{i}].estimator") for i, e in enumerate(sc.events) if e.kind == "policy"}
+    return specs
+
+
 def user_policies(sc: Scenario) -> list[tuple[Estimator, str]]:
     """The estimators of a scenario that name the user's own code, with their field paths."""
-    found = [(sc.apf.estimator, "apf.estimator")]
-    found += [(e.estimator, f"events[{i}].estimator") for i, e in enumerate(sc.events) if e.kind == "policy"]
-    return [(spec, where) for spec, where in found if ":" in spec.list_policy]
+    return [(spec, where) for spec, where in estimator_specs(sc).values() if ":" in spec.list_policy]
 
 
 def work_estimator(spec: Estimator, where: str) -> WorkEstimator:

@@ -29,9 +29,10 @@ from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.clientgo import Timers
 from simapf.workload.balancer import LoadBalancer
-from simapf.workload.clients import ClientGroup, Context, stream
+from simapf.workload.clients import ClientGroup
 from simapf.workload.cluster import Cluster
 from simapf.workload.events import EventRunner
+from simapf.workload.instance import Context, stream
 from simapf.workload.inventory import Inventory
 
 

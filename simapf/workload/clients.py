@@ -1,14 +1,11 @@
 """The clients of a scenario: open-loop, closed-loop, informers, writers, kubectl discovery.
 
-A scenario client is a group of `count` instances; each instance is an independent actor with
-its own identity (`{i}` in names is its index) and its own random streams, seeded from the
-scenario seed, the client's name and the instance index. Nothing else draws from them, so two
-runs that differ only in APF policy see the same arrivals, think times and jitter.
+A scenario client is a group of `count` instances, each an actor of its own
+(`simapf.workload.instance`); an informer's list and watch are `simapf.workload.informer`.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections import deque
 from typing import Callable
 
@@ -16,111 +13,13 @@ import numpy as np
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.scenario.schema import Backoff as BackoffSpec
-from simapf.scenario.schema import (
-    DiscoveryClient,
-    Identity,
-    InformerClient,
-    MutatorClient,
-    OpenLoopClient,
-    RequestTemplate,
-)
+from simapf.scenario.schema import DiscoveryClient, MutatorClient, OpenLoopClient, RequestTemplate
 from simapf.server.network import Link
 from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
-from simapf.workload.clientgo import Backoff, ClientStats, Requester, Timers, token_bucket
-from simapf.workload.cluster import GONE, Cluster, Position
-
-AUTHENTICATED = "system:authenticated"
-
-
-def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Generator:
-    """An independent, reproducible random stream (no Python hash(): it changes per process)."""
-    return np.random.default_rng([seed, zlib.crc32(client.encode()), instance, zlib.crc32(purpose.encode())])
-
-
-def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
-    """User name and groups as the apiserver's authenticator would set them."""
-    if identity.service_account is not None:
-        ns, name = identity.service_account.format(i=i).split("/", 1)
-        user = f"system:serviceaccount:{ns}:{name}"
-        groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
-    else:
-        user = identity.user.format(i=i)
-        groups = []
-    for g in identity.groups:
-        g = g.format(i=i)
-        if g not in groups:
-            groups.append(g)
-    if AUTHENTICATED not in groups:
-        groups.append(AUTHENTICATED)
-    return user, tuple(groups)
-
-
-class Context:
-    """What every client instance shares: the clock, the cluster, the run's seed, client gates."""
-
-    def __init__(self, cluster: Cluster, timers: Timers, seed: int, watch_list_client: bool) -> None:
-        self.cluster = cluster
-        self.timers = timers
-        self.seed = seed
-        self.watch_list_client = watch_list_client
-
-    @property
-    def server_watch_list(self) -> bool:
-        return self.cluster.servers[0].apf.gates.watch_list  # every replica runs the same version
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-class Instance:
-    """One running client. `stop()` ends it: pending callbacks become no-ops."""
-
-    def __init__(self, group: "ClientGroup", index: int) -> None:
-        self.group = group
-        self.index = index
-        self.ctx = group.ctx
-        self.user, self.groups = user_info(group.spec.identity, index)
-        # kubectl's discovery client has a token bucket of its own.
-        rate_limit = getattr(group.spec, "discovery_rate_limit", None) or group.spec.rate_limit
-        # Every response is processed client-side (group.spec.processing) before the instance acts
-        # on it. Not a writer's: its write takes effect at the server (inventory, watch events)
-        # whatever the client then does with the response, and nothing it does waits for one.
-        processing = group.spec.processing if group.spec.kind != "mutator" else None
-        self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
-                                   group.stats, group.spec.name, processing, group.link,
-                                   group.spec.network.rtt_s,
-                                   cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
-        self.active = True
-        self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
-        # The attributes of a template whose every request is the same (no random namespace or
-        # name to draw), built at its first request: {id(template): (template, attributes)}.
-        self._same: dict[int, tuple[RequestTemplate, RequestAttributes]] = {}
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        self.active = False
-        self.requester.active = False
-        self.ctx.cluster.balancer.disconnect(self.requester.conn)
-
-    def attrs(self, verb: str, resource_ref: str, namespace: str | None, opts: ListOptions = ListOptions(),
-              name: str = "") -> RequestAttributes:  # fmt: skip
-        res = self.group.resource(resource_ref)
-        ns = namespace if (namespace and res.spec.namespaced) else ""
-        return RequestAttributes(
-            user=self.user, groups=self.groups, verb=verb, api_group=res.spec.group,
-            resource=res.spec.name, namespace=ns, name=name, list_options=opts,
-        )  # fmt: skip
-
-    def pick_namespace(self, resource_ref: str, namespace: str | None) -> str | None:
-        if namespace == "random":
-            res = self.group.resource(resource_ref)
-            if not res.spec.namespaced:
-                return None
-            return res.namespaces[int(self.rng.integers(len(res.namespaces)))]
-        return namespace.format(i=self.index) if namespace else namespace
+from simapf.workload.clientgo import Backoff, ClientStats, token_bucket
+from simapf.workload.informer import InformerInstance
+from simapf.workload.instance import Context, Instance, stream, with_options
 
 
 def template_options(t: RequestTemplate) -> ListOptions:
@@ -164,7 +63,7 @@ class _TemplateSender(Instance):
         cluster = self.ctx.cluster
         if page > 0:
             opts = attrs.list_options
-            attrs = _with_options(attrs, ListOptions(limit=opts.limit, continue_token=f"page-{page}",
+            attrs = with_options(attrs, ListOptions(limit=opts.limit, continue_token=f"page-{page}",
                                                      label_selector=opts.label_selector,
                                                      field_selector=opts.field_selector))  # fmt: skip
 
@@ -195,13 +94,6 @@ class _TemplateSender(Instance):
 
         w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec)
         self.ctx.timers.after(int(t.watch_duration_s * NS_PER_S), lambda _: finish(True))
-
-
-def _with_options(attrs: RequestAttributes, opts: ListOptions) -> RequestAttributes:
-    return RequestAttributes(
-        user=attrs.user, groups=attrs.groups, verb=attrs.verb, api_group=attrs.api_group,
-        resource=attrs.resource, namespace=attrs.namespace, name=attrs.name, list_options=opts,
-    )  # fmt: skip
 
 
 class OpenLoopInstance(_TemplateSender):
@@ -383,181 +275,6 @@ class DiscoveryInstance(Instance):
         interval_ns = self.group.spec.interval_s * NS_PER_S
         self.ctx.timers.after(int(self.gaps.exponential(interval_ns)), self._run)
 
-
-class InformerInstance(Instance):
-    """client-go's reflector: list, then watch from the list's resourceVersion.
-
-    A watch that ends normally (timeout) is re-established from the last resourceVersion. A watch
-    that cannot start because the server is unreachable or busy (connection refused, 429) is
-    retried with backoff, still from the last resourceVersion. A 410 Gone, or a failed list,
-    ends the ListAndWatch: after a backoff the informer lists again (a relist).
-    """
-
-    watch = None  # its open watch; none before it starts (a ramp may stop it first)
-
-    def start(self) -> None:
-        spec: InformerClient = self.group.spec
-        self.spec = spec
-        self.namespace = spec.namespace.format(i=self.index) if spec.namespace else spec.namespace
-        self.backoff = Backoff(spec.backoff, stream(self.ctx.seed, spec.name, self.index, "backoff"))
-        self.timeouts = stream(self.ctx.seed, spec.name, self.index, "watch-timeout")
-        fs = spec.field_selector.format(i=self.index)
-        self.filtered = bool(spec.label_selector or fs)
-        self.share = spec.selectivity if self.filtered else 1.0
-        self.field_selector = fs
-        self.synced = False  # listed, and a watch is open or being re-opened
-        self.watching = False
-        self.rv: Position = (0, 0, 0)  # the resourceVersion it holds: when it was current, and where
-        self.has_listed = False
-        self.watch = None
-        self._list_and_watch()
-
-    def stop(self) -> None:
-        super().stop()
-        if self.watch is not None:
-            self.ctx.cluster.close_watch(self.watch)
-            self.watch = None
-
-    # ---------------------------------------------------------------- listing
-
-    def _opts(self, **kw) -> ListOptions:
-        return ListOptions(label_selector=self.spec.label_selector, field_selector=self.field_selector, **kw)
-
-    def _list_mode(self) -> str:
-        mode = self.spec.list.mode
-        if mode == "auto":
-            if self.ctx.watch_list_client and self.ctx.server_watch_list:
-                return "watchlist"
-            # client-go's relistResourceVersion: "0" before the first successful list, then the
-            # last resourceVersion it saw, with paging switched off ("to force listing from
-            # watch cache"); a watch's 410 does not make it forget that resourceVersion.
-            return "rv0" if not self.has_listed else "last_rv"
-        return mode
-
-    def _list_and_watch(self, _=None) -> None:
-        if not self.active:
-            return
-        self.synced = False
-        stats = self.group.stats
-        stats.lists += 1
-        if self.has_listed:
-            stats.relists += 1
-        mode = self._list_mode()
-        spec = self.spec
-        if mode == "watchlist":
-            opts = self._opts(resource_version="", resource_version_match="NotOlderThan", send_initial_events=True)
-            attrs = self.attrs("watch", spec.resource, self.namespace, opts)
-            self.requester.do(attrs, spec.encoding, lambda rec: self._watch_list_done(rec, attrs),
-                              selectivity=spec.selectivity)  # fmt: skip
-            return
-        if mode == "rv0":
-            opts = self._opts(resource_version="0", limit=spec.list.page_size)
-        elif mode == "last_rv":
-            opts = self._opts(resource_version="rv")  # not older than the informer's; no limit
-        elif mode == "consistent":
-            opts = self._opts()
-        else:  # paged
-            opts = self._opts(limit=spec.list.page_size)
-        attrs = self.attrs("list", spec.resource, self.namespace, opts)
-        self._list_page(attrs, 0)
-
-    def _list_page(self, attrs: RequestAttributes, page: int) -> None:
-        spec = self.spec
-        paged = attrs.list_options.limit > 0 and attrs.list_options.resource_version != "0"
-        if page > 0:
-            o = attrs.list_options
-            attrs = _with_options(attrs, ListOptions(limit=o.limit, continue_token=f"page-{page}",
-                                                     label_selector=o.label_selector, field_selector=o.field_selector))  # fmt: skip
-
-        def answered(rec: ServerRequest) -> None:
-            if not self.active:
-                return
-            if rec.outcome != OK:
-                self._relist_later()
-            elif paged and page + 1 < self.ctx.cluster.pages(attrs, spec.selectivity):
-                self._list_page(attrs, page + 1)
-            else:
-                self._listed(rec)
-
-        self.requester.do(attrs, spec.encoding, answered, selectivity=spec.selectivity, page=page if paged else -1)
-
-    def _listed(self, rec: ServerRequest) -> None:
-        self.has_listed = True
-        self.rv = self.ctx.cluster.position(rec)
-        self.synced = True
-        self._start_watch()
-
-    def _watch_list_done(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
-        if not self.active:
-            return
-        if rec.outcome != OK:
-            self._relist_later()
-            return
-        self.has_listed = True
-        self.rv = self.ctx.cluster.position(rec)
-        self.synced = True
-        self._opened(attrs, rec)  # the WatchList stream goes on as the watch
-
-    def _relist_later(self) -> None:
-        self.synced = False
-        self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._list_and_watch)
-
-    # ---------------------------------------------------------------- watching
-
-    def _start_watch(self, _=None) -> None:
-        if not self.active:
-            return
-        spec = self.spec
-        attrs = self.attrs("watch", spec.resource, self.namespace,
-                           self._opts(resource_version="rv", send_initial_events=None))  # fmt: skip
-        self.requester.do(attrs, spec.encoding, lambda rec: self._watch_answer(rec, attrs),
-                          selectivity=spec.selectivity, since=self.rv)  # fmt: skip
-
-    def _watch_answer(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
-        if not self.active:
-            return
-        if rec.outcome == OK:
-            self._opened(attrs, rec)
-        elif rec.outcome == GONE:
-            # 410: the replica's watch cache does not reach back to the resourceVersion: relist.
-            self.group.stats.gone += 1
-            self._relist_later()
-        else:
-            # Connection refused, 429s past the retries, the process died: back off, re-watch.
-            self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
-
-    def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
-        self.watching = True
-        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec)
-        timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
-        watch = self.watch
-        self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
-
-    def _timed_out(self, watch) -> None:
-        if not self.active or watch is not self.watch or not watch.open:
-            return
-        self.ctx.cluster.close_watch(watch)
-        self.watch = None
-        self.watching = False
-        # Bookmarks kept the resourceVersion current, on the replica that served the watch.
-        self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
-        self._start_watch()
-
-    def _broken(self, _reason: str) -> None:
-        if not self.active:
-            return
-        self.group.stats.watch_breaks += 1
-        watch = self.watch
-        self.watch = None
-        self.watching = False
-        # The resourceVersion was current until now, but it still belongs to the process that
-        # served it: that process's successor answers 410; another replica whose watch cache
-        # started earlier can resume from it.
-        if watch is not None:
-            self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
-        # client-go's watch loop re-watches at once when a stream closes; only a refused
-        # attempt (handled in _watch_answer) backs off.
-        self._start_watch()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.types import NS_PER_S
 from simapf.scenario import schema
-from simapf.workload.clients import ClientGroup, Context
+from simapf.workload.clients import ClientGroup
+from simapf.workload.instance import Context
 
 
 class EventRunner:

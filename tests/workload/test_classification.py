@@ -17,7 +17,7 @@ from simapf.apf.classify import Classifier
 from simapf.apf.config import bootstrap_objects
 from simapf.apf.types import RequestAttributes
 from simapf.scenario.schema import Identity
-from simapf.workload.clients import user_info
+from simapf.workload.instance import user_info
 
 RESOURCES = [
     {"name": "pods", "count": 20, "namespaces": 2, "object_size": {"mean_bytes": 4096}},

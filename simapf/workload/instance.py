@@ -1,0 +1,133 @@
+"""What every client instance is made of: its identity, its random streams, the context it
+shares with the others.
+
+Each instance is an independent actor with its own identity (`{i}` in names is its index) and
+its own random streams, seeded from the scenario seed, the client's name and the instance index.
+Nothing else draws from them, so two runs that differ only in APF policy see the same arrivals,
+think times and jitter.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from simapf.apf.types import ListOptions, RequestAttributes
+from simapf.scenario.schema import Identity, RequestTemplate
+from simapf.server.network import Link
+from simapf.workload.clientgo import ClientStats, Requester, Timers
+from simapf.workload.cluster import Cluster
+from simapf.workload.inventory import ResourceObjects
+
+AUTHENTICATED = "system:authenticated"
+
+
+def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Generator:
+    """An independent, reproducible random stream (no Python hash(): it changes per process)."""
+    return np.random.default_rng([seed, zlib.crc32(client.encode()), instance, zlib.crc32(purpose.encode())])
+
+
+def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
+    """User name and groups as the apiserver's authenticator would set them."""
+    if identity.service_account is not None:
+        ns, name = identity.service_account.format(i=i).split("/", 1)
+        user = f"system:serviceaccount:{ns}:{name}"
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
+    else:
+        user = identity.user.format(i=i)
+        groups = []
+    for g in identity.groups:
+        g = g.format(i=i)
+        if g not in groups:
+            groups.append(g)
+    if AUTHENTICATED not in groups:
+        groups.append(AUTHENTICATED)
+    return user, tuple(groups)
+
+
+class Context:
+    """What every client instance shares: the clock, the cluster, the run's seed, client gates."""
+
+    def __init__(self, cluster: Cluster, timers: Timers, seed: int, watch_list_client: bool) -> None:
+        self.cluster = cluster
+        self.timers = timers
+        self.seed = seed
+        self.watch_list_client = watch_list_client
+
+    @property
+    def server_watch_list(self) -> bool:
+        return self.cluster.servers[0].apf.gates.watch_list  # every replica runs the same version
+
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Group(Protocol):
+    """What an instance reads of its client group (a `simapf.workload.clients.ClientGroup`)."""
+
+    spec: Any  # the scenario's client: one of simapf.scenario.schema's client kinds
+    ctx: Context
+    stats: ClientStats
+    link: Link | None
+    resource: Callable[[str], ResourceObjects]
+
+
+class Instance:
+    """One running client. `stop()` ends it: pending callbacks become no-ops."""
+
+    def __init__(self, group: Group, index: int) -> None:
+        self.group = group
+        self.index = index
+        self.ctx = group.ctx
+        self.user, self.groups = user_info(group.spec.identity, index)
+        # kubectl's discovery client has a token bucket of its own.
+        rate_limit = getattr(group.spec, "discovery_rate_limit", None) or group.spec.rate_limit
+        # Every response is processed client-side (group.spec.processing) before the instance acts
+        # on it. Not a writer's: its write takes effect at the server (inventory, watch events)
+        # whatever the client then does with the response, and nothing it does waits for one.
+        processing = group.spec.processing if group.spec.kind != "mutator" else None
+        self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
+                                   group.stats, group.spec.name, processing, group.link,
+                                   group.spec.network.rtt_s,
+                                   cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
+        self.active = True
+        self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
+        # The attributes of a template whose every request is the same (no random namespace or
+        # name to draw), built at its first request: {id(template): (template, attributes)}.
+        self._same: dict[int, tuple[RequestTemplate, RequestAttributes]] = {}
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.active = False
+        self.requester.active = False
+        self.ctx.cluster.balancer.disconnect(self.requester.conn)
+
+    def attrs(self, verb: str, resource_ref: str, namespace: str | None, opts: ListOptions = ListOptions(),
+              name: str = "") -> RequestAttributes:  # fmt: skip
+        res = self.group.resource(resource_ref)
+        ns = namespace if (namespace and res.spec.namespaced) else ""
+        return RequestAttributes(
+            user=self.user, groups=self.groups, verb=verb, api_group=res.spec.group,
+            resource=res.spec.name, namespace=ns, name=name, list_options=opts,
+        )  # fmt: skip
+
+    def pick_namespace(self, resource_ref: str, namespace: str | None) -> str | None:
+        if namespace == "random":
+            res = self.group.resource(resource_ref)
+            if not res.spec.namespaced:
+                return None
+            return res.namespaces[int(self.rng.integers(len(res.namespaces)))]
+        return namespace.format(i=self.index) if namespace else namespace
+
+
+def with_options(attrs: RequestAttributes, opts: ListOptions) -> RequestAttributes:
+    """`attrs` with other list options (the next page of a LIST, a relist's)."""
+    return RequestAttributes(
+        user=attrs.user, groups=attrs.groups, verb=attrs.verb, api_group=attrs.api_group,
+        resource=attrs.resource, namespace=attrs.namespace, name=attrs.name, list_options=opts,
+    )  # fmt: skip

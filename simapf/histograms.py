@@ -64,11 +64,6 @@ class _Histogram:
         self.changed = True
 
 
-def scope(namespace: str, name: str) -> str:
-    """Upstream's `scope`: resource (one object by name), namespace, or cluster."""
-    return "resource" if name else ("namespace" if namespace else "cluster")
-
-
 class Histograms:
     """Observes answered requests and keeps every scrape's cumulative counts."""
 
@@ -85,7 +80,8 @@ class Histograms:
     def observe(self, verb: str, resource: str, namespace: str, name: str, level: str, flow_schema: str,
                 exempt: bool, received_ns: int, dispatch_ns: int, done_ns: int) -> None:  # fmt: skip
         """One answered request (dispatch_ns < 0: never dispatched; `exempt`: its level is)."""
-        where = "resource" if name else ("namespace" if namespace else "cluster")  # scope(), inlined
+        # Upstream's `scope` label: resource (one object by name), namespace, or cluster.
+        where = "resource" if name else ("namespace" if namespace else "cluster")
         key = (verb, resource, where, level, flow_schema, exempt)
         hists = self._classes.get(key)
         if hists is None:

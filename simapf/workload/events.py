@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import WorkEstimator
+from simapf.apf.objects import APFObjects
 from simapf.apf.types import NS_PER_S
 from simapf.scenario import schema
 from simapf.workload.clients import ClientGroup

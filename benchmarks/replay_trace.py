@@ -25,10 +25,17 @@ from pathlib import Path
 import numpy as np
 
 
-def generate_trace(path: Path, n: int, seed: int = 1) -> None:
+LEVEL = {
+    "name": "bench", "concurrencyLimit": 50, "queues": 64, "handSize": 6,
+    "queueLengthLimit": 50, "requestWaitLimitSeconds": 15,
+}  # fmt: skip
+
+
+def generate_trace(path: Path, n: int, seed: int = 1, rate: float = 1500, flows: int = 20) -> None:
+    """The benchmark's trace: `n` Poisson arrivals at `rate` a second from `flows` flows."""
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1 / 1500, n))
-    flows = rng.integers(0, 20, n)
+    arrivals = np.cumsum(rng.exponential(1 / rate, n))
+    flow = rng.integers(0, flows, n)
     service = rng.exponential(0.020, n)
     u = rng.random(n)
     seats = np.where(u < 0.80, 1, np.where(u < 0.92, 2, rng.integers(3, 11, n)))
@@ -39,7 +46,7 @@ def generate_trace(path: Path, n: int, seed: int = 1) -> None:
         out.write("id,arrival_s,flow,initial_seats,final_seats,additional_latency_s,service_s\n")
         for i in range(n):
             out.write(
-                f"r{i},{arrivals[i]:.9f},global-default/user-{flows[i]},{seats[i]},"
+                f"r{i},{arrivals[i]:.9f},global-default/user-{flow[i]},{seats[i]},"
                 f"{final[i]},{latency[i]:.9f},{service[i]:.9f}\n"
             )
 
@@ -57,10 +64,7 @@ def main() -> None:
         level = tmp_path / "level.json"
         out = tmp_path / "out.csv"
         generate_trace(trace, args.requests)
-        level.write_text(json.dumps({
-            "name": "bench", "concurrencyLimit": 50, "queues": 64, "handSize": 6,
-            "queueLengthLimit": 50, "requestWaitLimitSeconds": 15,
-        }))  # fmt: skip
+        level.write_text(json.dumps(LEVEL))
         command = [simapf, "replay", "--level", str(level), "--trace", str(trace), "--out", str(out)]
         if shutil.which("taskset"):
             command = ["taskset", "-c", "0"] + command

@@ -10,7 +10,7 @@ from wlhelp import CONFIGMAPS, Probe, closed_loop, discovery, open_loop, scenari
 import simapf
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.scenario.load import load_scenario
-from simapf.scenario.schema import (
+from simapf.scenario.schema.clients import (
     GO_RESPONSE_S,
     INDEXER_S_PER_OBJECT,
     JSON_DECODE_S_PER_BYTE,

@@ -1,0 +1,270 @@
+"""The scenario's server side: the Kubernetes behaviour it assumes (version, feature gates), the
+apiserver (cores, concurrency, memory, resource-model parameters, replicas behind a load
+balancer), how APF is configured, and the admission webhooks writes pass through."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
+from simapf.scenario.schema.base import NumberAsText, StrictModel, cpu_quantity
+from simapf.server.params import OptionalBytes
+
+
+# --------------------------------------------------------------------------------------------
+# Kubernetes behaviour
+
+
+class FeatureGates(StrictModel):
+    """kube-apiserver and client-go feature gates that change what the simulation does
+    (defaults are Kubernetes 1.37's)."""
+
+    SizeBasedListCostEstimate: bool = Field(
+        True, description="APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
+    )
+    WatchList: bool = Field(
+        True, description="The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST."
+    )
+    WatchListClient: bool = Field(
+        True,
+        description="client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
+    )
+    StreamingCollectionEncodingToJSON: bool = Field(True, description="JSON LIST responses are encoded item by item (KEP-5116).")
+    StreamingCollectionEncodingToProtobuf: bool = Field(True, description="Protobuf LIST responses are encoded item by item (KEP-5116).")
+    ConsistentListFromCache: bool = Field(
+        True, description="LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd."
+    )
+    ListFromCacheSnapshot: bool = Field(
+        True, description="Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd."
+    )
+
+
+class Kubernetes(StrictModel):
+    version: Annotated[str, NumberAsText] = Field("1.37", description="The Kubernetes version the defaults describe (informational).")
+    feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")
+
+
+# --------------------------------------------------------------------------------------------
+# The apiserver
+
+
+class LoadBalancer(StrictModel):
+    """How client connections reach the replicas when there are several (apiserver.replicas > 1).
+    A client instance keeps one HTTP/2 connection, so all its requests and watches go to the replica
+    that connection reached, until that replica dies (or sends a GOAWAY) and the client reconnects."""
+
+    policy: Literal["round-robin", "least-connections", "random"] = Field(
+        "round-robin",
+        description=(
+            "Which replica a new connection goes to, among those the health checks see serving: in turn "
+            "(round-robin), the one with the fewest open connections (least-connections), or at random "
+            "(a flow hash, as network load balancers do)."
+        ),
+    )
+    health_check_s: float = Field(
+        10.0, ge=0,
+        description=(
+            "How long the balancer takes to notice that a replica died or came back; until then it sends "
+            "new connections by what it saw last (to a dead one they are refused). Default: two failed "
+            "checks 5 s apart, the defaults of Google Cloud health checks (checkIntervalSec 5, "
+            "unhealthyThreshold 2)."
+        ),
+    )
+
+
+class Apiserver(StrictModel):
+    """The kube-apiserver, and how many replicas of it there are. Fields here override the same
+    ones of the resource-model parameters; every replica has all of them (its own cores, memory
+    limit and APF with the full concurrency limits, as upstream does)."""
+
+    replicas: int = Field(
+        1, ge=1, le=16,
+        description=(
+            "Apiserver replicas behind one load balancer, all reading the same etcd. Each has its own "
+            "APF, watch caches, memory, GC and OOM kills."
+        ),
+    )
+    load_balancer: LoadBalancer = Field(LoadBalancer(), description="How connections are spread over the replicas.")
+    goaway_chance: float = Field(
+        0.0, ge=0, le=0.02,
+        description=(
+            "--goaway-chance: the share of requests (watches excepted) after which the replica closes the "
+            "client's connection with an HTTP/2 GOAWAY, so that the client reconnects through the load "
+            "balancer. Upstream: 0 (off) to 0.02; 0.001 recommended as a start."
+        ),
+    )
+
+    cores: Annotated[float, BeforeValidator(cpu_quantity)] = Field(
+        16.0, gt=0, description="CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes them (8000m)."
+    )
+    max_requests_inflight: int = Field(
+        400, ge=0,
+        description=(
+            "--max-requests-inflight: the limit on read-only requests in flight. APF's server concurrency"
+            " is the sum of this and max_mutating_requests_inflight."
+        ),
+    )
+    max_mutating_requests_inflight: int = Field(
+        200, ge=0,
+        description=(
+            "--max-mutating-requests-inflight: the limit on mutating requests in flight. APF's server "
+            "concurrency is the sum of the two."
+        ),
+    )
+    memory_limit_bytes: OptionalBytes = Field(
+        None, description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
+    )
+    gogc: int | None | Literal["off"] = Field(
+        100,
+        description=(
+            "GOGC: a GC cycle starts when the heap has grown this many percent over the live heap the "
+            "last cycle left; off = no such goal, "
+            "only GOMEMLIMIT triggers GC."
+        ),
+    )
+    gomemlimit_bytes: OptionalBytes = Field(
+        None,
+        description=(
+            "GOMEMLIMIT: the Go runtime's soft memory limit, near which it collects more often (bytes or "
+            "a quantity); null = none."
+        ),
+    )
+    gomaxprocs: int | None = Field(
+        None, ge=1,
+        description="GOMAXPROCS: how many threads run Go code at once; null = ceil(cores).",
+    )
+    restart_s: float | None = Field(
+        None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
+    )
+    request_timeout_s: float = Field(
+        60.0, gt=0, description="--request-timeout: APF's queue wait limit is a quarter of it, at most 60 s."
+    )
+    params_file: str | None = Field(
+        None, description="A YAML file of resource-model parameters (as written by `simapf calibrate`), relative to the scenario file."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Resource-model parameters (see docs/resource-model.md), applied over params_file; e.g. {gc: {cpu_sharing: shared}}.",
+    )
+
+    @field_validator("memory_limit_bytes", "gomemlimit_bytes")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be positive or null")
+        return v
+
+    @field_validator("gogc", mode="before")
+    @classmethod
+    def _gogc(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `off` as false; left alone, pydantic would make that GOGC=0
+        # (collect all the time), the opposite of what was meant. `true` means nothing.
+        if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
+            return "off"
+        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not v.strip().isdigit()):
+            shown = str(v).lower() if isinstance(v, bool) else repr(v)
+            raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
+        return v
+
+    @model_validator(mode="after")
+    def _concurrency(self) -> "Apiserver":
+        if self.server_concurrency <= 0:
+            raise ValueError("max_requests_inflight + max_mutating_requests_inflight must be > 0")
+        return self
+
+    @property
+    def server_concurrency(self) -> int:
+        return self.max_requests_inflight + self.max_mutating_requests_inflight
+
+
+# --------------------------------------------------------------------------------------------
+# APF
+
+
+class PriorityLevelOverride(StrictModel):
+    """Changes to one priority level of the APF configuration (null keeps its value)."""
+
+    nominal_concurrency_shares: int | None = Field(
+        None, ge=0,
+        description="nominalConcurrencyShares: the level's share of the server concurrency (against all levels' sum).",
+    )
+    lendable_percent: int | None = Field(
+        None, ge=0, le=100,
+        description="lendablePercent: the part of the level's nominal concurrency other levels may borrow.",
+    )
+    borrowing_limit_percent: int | None = Field(
+        None, ge=0,
+        description="borrowingLimitPercent: the most the level may borrow, in percent of its nominal concurrency.",
+    )
+    queues: int | None = Field(None, ge=1, description="limitResponse.queuing.queues: how many queues the level has.")
+    hand_size: int | None = Field(
+        None, ge=1,
+        description="limitResponse.queuing.handSize: how many queues a flow is shuffle-sharded over.",
+    )
+    queue_length_limit: int | None = Field(
+        None, ge=1,
+        description="limitResponse.queuing.queueLengthLimit: requests one queue may hold; more are rejected.",
+    )
+
+
+class Estimator(StrictModel):
+    """APF's work estimator."""
+
+    list_policy: str = Field(
+        DEFAULT_LIST_POLICY,
+        description=(
+            "How LIST (and WatchList initialisation) seats are computed: upstream, size-based, count-based, "
+            "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own. "
+            "Your own class is Python code that runs with your rights: a scenario file that names one is "
+            "trusted input, like a conftest.py. The module is imported when a run starts, never while a scenario is "
+            "only read or checked, and never on a Dask worker unless the sweep allows it (--allow-user-code)."
+        ),
+    )
+    list_params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the LIST policy, e.g. {seats: 10} for constant.")
+    mutating_enabled: bool = Field(True, description="Charge writes extra seats for the watches they notify (upstream's mutating estimator).")
+
+
+class APF(StrictModel):
+    config: str = Field(
+        "bootstrap",
+        description=(
+            "'bootstrap' (the objects a fresh 1.37 apiserver creates), or a path (relative to the scenario "
+            "file) to FlowSchema and PriorityLevelConfiguration YAML as `kubectl get -o yaml` prints it."
+        ),
+    )
+    priority_levels: dict[str, PriorityLevelOverride] = Field(
+        default_factory=dict, description="Changes to named priority levels of that configuration."
+    )
+    estimator: Estimator = Field(Estimator(), description="It decides how many seats each request occupies.")
+
+
+# --------------------------------------------------------------------------------------------
+# Admission webhooks
+
+
+class WebhookServiceTime(StrictModel):
+    mean_s: float = Field(..., gt=0, le=3600, description="Mean time one call takes at the webhook's server.")
+    distribution: Literal["constant", "exponential", "lognormal"] = Field("exponential", description="constant, exponential, or lognormal with `sigma`.")
+    sigma: float = Field(0.5, gt=0, le=5, description="lognormal: the standard deviation of the log.")
+
+
+class AdmissionWebhook(StrictModel):
+    """An admission webhook the apiserver calls for matching requests, while they hold their
+    APF seats (simapf.server.webhooks): mutating ones first, then validating ones."""
+
+    name: str = Field(..., min_length=1, description="The webhook's name (metrics and the summary use it).")
+    type: Literal["mutating", "validating"] = Field("validating", description="MutatingWebhookConfiguration or ValidatingWebhookConfiguration.")
+    verbs: list[Literal["create", "update", "patch", "delete", "deletecollection"]] = Field(
+        ["create", "update", "patch"], min_length=1,
+        description="The requests it sees (upstream's operations CREATE, UPDATE (update and patch), DELETE).",
+    )
+    resources: list[str] = Field(default_factory=list, description="Resource names it sees; empty: all.")
+    failure_policy: Literal["Fail", "Ignore"] = Field(
+        "Fail", description="A call that times out fails the request (Fail, upstream's default) or is skipped (Ignore)."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=30, description="timeoutSeconds: default 10, at most 30 (upstream).")
+    replicas: int = Field(1, ge=1, le=10_000, description="Pods serving the webhook.")
+    concurrency: int = Field(1, ge=1, le=10_000, description="Calls one replica serves at once; more wait, first come first served.")
+    service_time: WebhookServiceTime = Field(..., description="How long one call takes at a free server.")

@@ -143,8 +143,8 @@ class Histograms:
             rows.append((t, f"{spec.name}_sum", *cells, "", total))
             rows.append((t, f"{spec.name}_count", *cells, "", float(counts[-1])))
         df = pd.DataFrame.from_records(rows, columns=["time_s", "metric", *LABELS, "le", "value"])
-        for c in ("metric", *LABELS, "le"):
-            df[c] = df[c].astype("string")
+        for column in ("metric", *LABELS, "le"):
+            df[column] = df[column].astype("string")
         return df
 
 

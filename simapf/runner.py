@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-import simpy
-
 from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
 from simapf.collect import collect
 from simapf.cycles import fewer_full_collections
+from simapf.environment import Environment
 from simapf.observe import Recorder
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario, load_scenario
@@ -27,8 +26,8 @@ from simapf.server.etcd import EtcdModel
 from simapf.server.process import ProcessState
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
-from simapf.workload.clientgo import Timers
 from simapf.workload.balancer import LoadBalancer
+from simapf.workload.clientgo import Timers
 from simapf.workload.clients import ClientGroup
 from simapf.workload.cluster import Cluster
 from simapf.workload.events import EventRunner
@@ -44,7 +43,7 @@ class Simulation:
         sc = self.scenario = loaded.scenario
         seed = sc.run.seed
         estimators = loaded.estimators()  # imports the user's policy modules: a run starts here
-        self.env = env = simpy.Environment()
+        self.env = env = Environment()
         self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))
         api = sc.apiserver
         params = loaded.params
@@ -129,7 +128,7 @@ class Simulation:
                 model.set_watch_cache(self.inventory.cached_resources())
 
 
-def _admission(sc: Scenario, env: simpy.Environment, seed: int) -> Admission | None:
+def _admission(sc: Scenario, env: Environment, seed: int) -> Admission | None:
     """The scenario's admission webhooks, each with its own service-time stream."""
     if not sc.admission_webhooks:
         return None

@@ -26,7 +26,7 @@ from simapf.apf.limits import (
     MAXIMUM_LIST_SEATS_LIMIT_LEGACY,
     compute_limits,
 )
-from simapf.apf.queueset import Listener, QueueSet, Request
+from simapf.apf.queueset import NO_DEADLINE, Listener, QueueSet, Request
 from simapf.apf.types import NS_PER_S, RequestAttributes
 
 DEFAULT_SERVER_CONCURRENCY = 600  # --max-requests-inflight 400 + --max-mutating-requests-inflight 200
@@ -219,7 +219,7 @@ class APFController:
         estimate = self.estimate(attrs, classification)
         req = Request(
             seq, classification.flow_hash, estimate.initial_seats, estimate.final_seats,
-            estimate.additional_latency_ns, deadline_ns=deadline_ns,
+            estimate.additional_latency_ns, deadline_ns=NO_DEADLINE if deadline_ns is None else deadline_ns,
             payload=payload,
         )  # fmt: skip
         req.flow_schema = classification.flow_schema
@@ -229,4 +229,6 @@ class APFController:
     @staticmethod
     def finish(req: Request) -> None:
         """The request's handler returned (its seats may linger for additional latency)."""
-        req.level.finish(req)
+        level = req.level
+        assert level is not None, "finish of a request that never arrived"
+        level.finish(req)

@@ -58,6 +58,10 @@ class Listener(Protocol):
     def released(self, req: Request) -> None: ...
 
 
+# A request's deadline when its caller gives none: its level's wait limit from its arrival.
+NO_DEADLINE = -1
+
+
 class Request:
     """One request inside a level. `payload` is the caller's own object."""
 
@@ -76,7 +80,7 @@ class Request:
         final_seats: int = 0,
         additional_latency_ns: int = 0,
         arrival_ns: int = 0,
-        deadline_ns: int | None = None,
+        deadline_ns: int = NO_DEADLINE,
         payload: Any = None,
     ) -> None:
         self.seq = seq
@@ -282,7 +286,7 @@ class QueueSet:
             self.integrator.set(now, self.seats_in_use + self.seats_waiting)
         self.dispatch_as_much_as_possible()
         if req.state == WAITING:
-            if req.deadline_ns is None:
+            if req.deadline_ns == NO_DEADLINE:
                 req.deadline_ns = now + self.wait_limit_ns
                 self._expiries.append(req)
                 if not self._expiry_timer_set:

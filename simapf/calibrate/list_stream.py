@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import simpy
 
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.estimators import WorkEstimator
-from simapf.apf.types import ListOptions, NS_PER_S, RequestAttributes
+from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.cycles import fewer_full_collections
+from simapf.environment import Environment
 from simapf.server.model import CachedResource
 from simapf.server.params import ServerParams
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
@@ -108,7 +108,7 @@ def run_list_stream(
     APF's borrowing (adjusted every 10 s) follows the demand instead of being overrun at once.
     `work_rng`: the stream that varies each request's work (`request_cpu.work_cv`); a fixed one
     when not given."""
-    env = simpy.Environment()
+    env = Environment()
     estimator = WorkEstimator("constant", list_params={"seats": seats}) if seats else None
     params = params if params is not None else ServerParams(cpu={"cores": 16})
     server = SimulatedAPIServer(env, server_concurrency=server_concurrency, params=params,

@@ -30,6 +30,8 @@ from typing import Any, Callable
 
 import simpy
 
+from simapf.environment import Environment
+
 NS = 1_000_000_000
 _INV_NS = 1e-9
 _NORMAL = simpy.core.NORMAL  # a Timeout's priority: wake-ups keep the order Timeouts had
@@ -39,7 +41,7 @@ class _WakeUp(simpy.events.Event):
     """A wake-up set for a generation of the timer: a Timeout without its checks, whose one
     callback is known when it is made."""
 
-    def __init__(self, env: simpy.Environment, generation: int, callback: Callable[[simpy.Event], None]) -> None:
+    def __init__(self, env: Environment, generation: int, callback: Callable[[simpy.Event], None]) -> None:
         self.env = env
         self.callbacks = [callback]
         self._ok = True
@@ -64,7 +66,7 @@ class ProcessorSharing:
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: Environment,
         cores: float,
         procs: int | float | None = None,
         *,

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import simpy
 
+from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
 
@@ -51,7 +52,7 @@ def range_work(params: EtcdParams, stored_bytes: float, objects: int = 0) -> flo
 class EtcdModel:
     __slots__ = ("params", "env", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners")
 
-    def __init__(self, env: simpy.Environment, params: EtcdParams) -> None:
+    def __init__(self, env: Environment, params: EtcdParams) -> None:
         self.params = params
         self.env = env
         c = params.concurrency

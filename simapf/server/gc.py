@@ -31,6 +31,7 @@ from typing import Generator
 
 import simpy
 
+from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
 from simapf.server.params import MiB, ServerParams
@@ -50,7 +51,7 @@ class GoGC:
     )
 
     def __init__(
-        self, env: simpy.Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
+        self, env: Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
     ) -> None:
         self.env = env
         self.params = params

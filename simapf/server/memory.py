@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-import simpy
-
+from simapf.environment import Environment
 from simapf.server.params import ServerParams
 
 _INV_NS = 1e-9
@@ -55,7 +54,7 @@ class MemoryModel:
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill",
     )
 
-    def __init__(self, env: simpy.Environment, params: ServerParams) -> None:
+    def __init__(self, env: Environment, params: ServerParams) -> None:
         self.env = env
         p = params.process
         self.nonheap_bytes = p.nonheap_bytes

@@ -20,13 +20,14 @@ from typing import Callable, Generator, Iterable, NamedTuple
 import numpy as np
 import simpy
 
+from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EtcdModel
-from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
+from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.process import ProcessState, ServerProcessState
@@ -101,7 +102,7 @@ class ResourceModel:
     """CPU, etcd, memory and the Go GC of one kube-apiserver, driven per request."""
 
     def __init__(
-        self, env: simpy.Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None,
+        self, env: Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None,
         etcd: EtcdModel | None = None,
     ) -> None:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by

@@ -17,7 +17,9 @@ from typing import Any, Callable
 
 import simpy
 
+from simapf.environment import Environment
 from simapf.server.cpu import ProcessorSharing
+
 
 class Link:
     """Responses to one client group: each at most `stream_bytes_per_s`, together at most
@@ -25,7 +27,7 @@ class Link:
 
     __slots__ = ("env", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
 
-    def __init__(self, env: simpy.Environment, stream_bytes_per_s: float,
+    def __init__(self, env: Environment, stream_bytes_per_s: float,
                  link_bytes_per_s: float | None = None) -> None:  # fmt: skip
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")

@@ -12,19 +12,22 @@ limits, a new borrowing timer) and empty watch caches that refill from etcd.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 import simpy
+from simpy.core import EventPriority
 
 from simapf.apf.clock import FINISH
 from simapf.apf.config import bootstrap_objects
-from simapf.apf.objects import APFObjects
 from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController, FeatureGates
 from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
 from simapf.apf.estimators.watch_tracker import WatchTracker
+from simapf.apf.objects import APFObjects
+from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
+from simapf.environment import Environment
 from simapf.server.model import ResourceModel
 from simapf.server.network import Link
 from simapf.server.params import ServerParams
@@ -44,7 +47,7 @@ FAILED = "failed"  # the process died while holding the request, or the request 
 class _Call(simpy.events.Event):
     """A plain callback due at a time: cheaper than a Timeout plus a lambda."""
 
-    def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], arg: Any) -> None:
+    def __init__(self, env: Environment, fn: Callable[[Any], None], arg: Any) -> None:
         self.env = env
         self.callbacks = [self._fire]
         self._ok = True
@@ -62,7 +65,7 @@ class SimPyScheduler:
 
     __slots__ = ("env",)
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
 
     def now(self) -> int:
@@ -70,7 +73,7 @@ class SimPyScheduler:
 
     def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         env = self.env
-        env.schedule(_Call(env, fn, arg), phase, when_ns - env._now)
+        env.schedule(_Call(env, fn, arg), cast(EventPriority, phase), when_ns - env._now)
 
 
 class ServerRequest:
@@ -95,16 +98,16 @@ class ServerRequest:
         self.received_ns = now_ns
         self.dispatch_ns = -1
         self.done_ns = -1
-        self.outcome: str | None = None
+        self.outcome = ""  # "" until the request ends: then OK, REJECTED, UNAVAILABLE or FAILED
         self.reason = ""
         self.priority_level = ""
         self.flow_schema = ""
         self.seats = 0
-        self.apf = None
+        self.apf: Request | None = None  # APF's record of it, while APF holds it
         self.replica = 0  # which apiserver replica took it, and its process incarnation then
         self.incarnation = 0
         self.tag = tag
-        self.retry_after_s = 0  # the Retry-After of a 429
+        self.retry_after_s = 0.0  # the Retry-After of a 429
         self.link = link  # the way its response goes to its client (None: taken at once)
 
     @property
@@ -117,7 +120,7 @@ class SimulatedAPIServer:
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: Environment,
         apf_objects: APFObjects | None = None,
         server_concurrency: int = 600,
         params: ServerParams | None = None,
@@ -139,11 +142,13 @@ class SimulatedAPIServer:
         self.admission = admission
         self.scheduler = SimPyScheduler(env)
         self.model = ResourceModel(env, params, rng, etcd)
-        self._apf_args = dict(
-            objects=apf_objects if apf_objects is not None else bootstrap_objects(),
-            server_concurrency=server_concurrency, estimator=estimator, gates=gates,
-            object_stats=object_stats, wait_limit_ns=wait_limit_ns,
-        )  # fmt: skip
+        # What each new APF controller is built from (after a restart or a reconfiguration).
+        self._apf_objects = apf_objects if apf_objects is not None else bootstrap_objects()
+        self._server_concurrency = server_concurrency
+        self._estimator = estimator
+        self._gates = gates
+        self._object_stats = object_stats
+        self._wait_limit_ns = wait_limit_ns
         self.incarnation = 0
         self.up_since_ns = env._now  # when this process started: its watch caches hold history from then
         self.watch_tracker = WatchTracker()  # open watches; emptied when the process dies
@@ -165,11 +170,10 @@ class SimulatedAPIServer:
         self.model.process.on_restart.append(self._restarted)
 
     def _new_apf(self) -> APFController:
-        a = self._apf_args
         apf = APFController(
-            a["objects"], self.scheduler, self, server_concurrency=a["server_concurrency"],
-            estimator=a["estimator"], object_stats=a["object_stats"], gates=a["gates"],
-            wait_limit_ns=a["wait_limit_ns"], watch_tracker=self.watch_tracker,
+            self._apf_objects, self.scheduler, self, server_concurrency=self._server_concurrency,
+            estimator=self._estimator, object_stats=self._object_stats, gates=self._gates,
+            wait_limit_ns=self._wait_limit_ns, watch_tracker=self.watch_tracker,
             response_streamed=self._response_streamed,
         )  # fmt: skip
         apf.start_borrowing()
@@ -177,7 +181,7 @@ class SimulatedAPIServer:
 
     def set_estimator(self, estimator: WorkEstimator) -> None:
         """Use another work estimator from now on (and after restarts)."""
-        self._apf_args["estimator"] = estimator
+        self._estimator = estimator
         self.apf.estimator = estimator
 
     def reconfigure_apf(self, objects: APFObjects) -> None:
@@ -185,7 +189,7 @@ class SimulatedAPIServer:
         controller keeps dispatching what it had queued until it is empty, as upstream drains a
         removed level (simapf rebuilds every level, where upstream keeps a level whose name
         survives: see docs/apf-model.md)."""
-        self._apf_args["objects"] = objects
+        self._apf_objects = objects
         old = self.apf
         old.stop()
         self._draining.append(old)
@@ -219,7 +223,7 @@ class SimulatedAPIServer:
             return rec  # its memory killed the process, and the request with it
         self._streamed_now = cost.streaming if cost is not None else True
         apf_request = self.apf.submit(attrs, self._seq, payload=rec)
-        if rec.outcome is None:  # not rejected on arrival (see _end)
+        if not rec.outcome:  # not rejected on arrival (see _end)
             rec.apf = apf_request
         return rec
 
@@ -268,7 +272,7 @@ class SimulatedAPIServer:
 
     def dispatched(self, req) -> None:
         rec: ServerRequest = req.payload
-        if rec.outcome is not None or rec.incarnation != self.incarnation:
+        if rec.outcome or rec.incarnation != self.incarnation:
             return
         rec.dispatch_ns = self.env._now
         name = rec.priority_level = req.level.name
@@ -280,35 +284,45 @@ class SimulatedAPIServer:
             a = rec.attrs
             hooks = self.admission.matching(a.verb, a.resource)
             if hooks:
-                self.admission.admit(hooks, self.env._now, lambda reason, rec=rec, req=req: self._admitted(rec, req, reason))
+                def admitted(reason: str) -> None:
+                    self._admitted(rec, req, reason)
+
+                self.admission.admit(hooks, self.env._now, admitted)
                 return
         self._run_handler(rec, req)
 
-    def _admitted(self, rec: ServerRequest, req, reason: str) -> None:
-        if rec.outcome is not None or rec.incarnation != self.incarnation:
+    def _admitted(self, rec: ServerRequest, req: Request, reason: str) -> None:
+        if rec.outcome or rec.incarnation != self.incarnation:
             return  # the process died meanwhile, or the request timed out
         if reason:
-            self.apf.finish(rec.apf)
+            self.apf.finish(req)
             self._end(rec, FAILED, reason)
             return
         self._run_handler(rec, req)
 
-    def _run_handler(self, rec: ServerRequest, req) -> None:
-        if rec.service_ns is not None:
-            self.scheduler.call_at(self.env._now + rec.service_ns, FINISH, req.seq, self._handler_returned, rec)
-        elif not self.model.start(rec.cost, lambda _now, rec=rec: self._handler_returned(rec), req.seq, rec.link):
+    def _run_handler(self, rec: ServerRequest, req: Request) -> None:
+        cost = rec.cost
+        if rec.service_ns is not None or cost is None:  # a fixed service time
+            self.scheduler.call_at(self.env._now + (rec.service_ns or 0), FINISH, req.seq, self._handler_returned, req)
+            return
+
+        def handler_returned(_now_ns: int) -> None:
+            self._handler_returned(req)
+
+        if not self.model.start(cost, handler_returned, req.seq, rec.link):
             self._end(rec, FAILED, "down")
 
-    def _handler_returned(self, rec: ServerRequest) -> None:
-        if rec.outcome is not None or rec.incarnation != self.incarnation:
+    def _handler_returned(self, req: Request) -> None:
+        rec: ServerRequest = req.payload
+        if rec.outcome or rec.incarnation != self.incarnation:
             return
-        self.apf.finish(rec.apf)
+        self.apf.finish(req)
         error = self.model.plan(rec.cost).error if rec.cost is not None else ""
         self._end(rec, FAILED if error else OK, error)
 
     def rejected(self, req, reason: str) -> None:
         rec: ServerRequest = req.payload
-        if rec.outcome is not None or rec.incarnation != self.incarnation:
+        if rec.outcome or rec.incarnation != self.incarnation:
             return
         name = rec.priority_level = req.level.name
         fs = rec.flow_schema = req.flow_schema

@@ -38,7 +38,7 @@ class WorkVariation:
         self._seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
         self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
         self._blocks: dict[int, list[tuple[float, float, float]]] = {}
-        self._ones = (1.0,) * STAGES
+        self._ones: tuple[float, float, float] = (1.0, 1.0, 1.0)  # STAGES of them
 
     def factors(self, key: int) -> tuple[float, float, float]:
         """The factors of request number `key` (>= 0): its etcd range, its CPU, its client's reading."""

@@ -111,6 +111,8 @@ class TokenBucket:
     __slots__ = ("qps", "burst", "tokens", "last_ns")
 
     def __init__(self, spec: RateLimit) -> None:
+        if spec.burst is None:  # the schema requires one wherever qps > 0
+            raise ValueError("a token bucket needs a burst")
         self.qps = spec.qps
         self.burst = float(spec.burst)
         self.tokens = float(spec.burst)
@@ -162,10 +164,17 @@ class ResponseProcessor:
     __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at", "serial_ns", "serial_free_at")
 
     def __init__(self, spec: ClientProcessing | None, serial_s: float = 0.0) -> None:
-        self.per_response_ns = spec.per_response_s * NS_PER_S if spec is not None else 0.0
-        self.per_object_ns = spec.per_object_s * NS_PER_S if spec is not None else 0.0
-        self.per_byte_ns = spec.per_byte_s * NS_PER_S if spec is not None else 0.0
-        self.free_at = [0] * (spec.workers if spec is not None else 1)  # a heap: when each worker is next free (ns)
+        """`spec`: a client's processing as loading resolved it (every field set); None for none."""
+        per_response_s, per_object_s, per_byte_s, workers = 0.0, 0.0, 0.0, 1
+        if spec is not None:
+            if spec.per_response_s is None or spec.per_object_s is None or spec.per_byte_s is None or spec.workers is None:
+                raise ValueError(f"client processing not resolved: {spec}")
+            per_response_s, per_object_s, per_byte_s, workers = (
+                spec.per_response_s, spec.per_object_s, spec.per_byte_s, spec.workers)  # fmt: skip
+        self.per_response_ns = per_response_s * NS_PER_S
+        self.per_object_ns = per_object_s * NS_PER_S
+        self.per_byte_ns = per_byte_s * NS_PER_S
+        self.free_at = [0] * workers  # a heap: when each worker is next free (ns)
         self.serial_ns = int(round(serial_s * NS_PER_S))
         self.serial_free_at = 0
 

@@ -136,7 +136,7 @@ class OpenLoopInstance(_TemplateSender):
         group.outstanding -= 1
         while group.held:
             inst = group.held.popleft()
-            if inst.active:
+            if inst.active and isinstance(inst, OpenLoopInstance):
                 # The slot passes to the oldest held request, sent from a fresh event rather than
                 # from inside the server's completion callback.
                 group.outstanding += 1

@@ -13,10 +13,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-import simpy
-
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.environment import Environment
 from simapf.server.costs import encode_cost
 from simapf.server.network import Link
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
@@ -46,14 +45,14 @@ class OpenWatch:
         self.namespace = namespace
         self.share = share  # the fraction of the resource's events it receives (selectors)
         self.on_broken = on_broken
-        self.token = None
+        self.token: tuple[str, str, str, str] | None = None  # its entry in the watch tracker
         self.open = True
         self.replica = replica  # the replica serving it, and its process incarnation
         self.incarnation = incarnation
 
 
 class Cluster:
-    def __init__(self, env: simpy.Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
+    def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
         self.servers = servers
@@ -343,12 +342,13 @@ class Cluster:
 
 
 def _shape(objs: ResourceObjects, response_bytes: float, objects: int, enc: Encoding,
-           **read: float) -> ResponseShape:  # fmt: skip
+           objects_read: int | None = None, bytes_read: float | None = None) -> ResponseShape:  # fmt: skip
     """A response of `objs`' resource, with what its objects are like (conversion, decoded and
-    compressed sizes); `read`: objects_read / bytes_read where the server reads more."""
+    compressed sizes); `objects_read` / `bytes_read` where the server reads more."""
     spec = objs.spec
     return ResponseShape(response_bytes, objects, enc, converts=spec.converts,
-                         decoded_multiplier=spec.decoded_ratio, gzip_ratio=spec.gzip_ratio, **read)  # fmt: skip
+                         decoded_multiplier=spec.decoded_ratio, gzip_ratio=spec.gzip_ratio,
+                         objects_read=objects_read, bytes_read=bytes_read)  # fmt: skip
 
 
 def _replays_state(opts: ListOptions) -> bool:

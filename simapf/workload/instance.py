@@ -10,6 +10,7 @@ think times and jitter.
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -35,9 +36,11 @@ def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
         ns, name = identity.service_account.format(i=i).split("/", 1)
         user = f"system:serviceaccount:{ns}:{name}"
         groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
-    else:
+    elif identity.user is not None:
         user = identity.user.format(i=i)
         groups = []
+    else:  # the schema requires one of the two
+        raise ValueError("an identity needs a user or a service account")
     for g in identity.groups:
         g = g.format(i=i)
         if g not in groups:
@@ -73,6 +76,9 @@ class Group(Protocol):
     stats: ClientStats
     link: Link | None
     resource: Callable[[str], ResourceObjects]
+    iterations_left: int | None  # closed-loop: iterations its instances may still start (None: no end)
+    outstanding: int  # open-loop: requests holding a `max_in_flight` slot
+    held: deque[Instance]  # open-loop: arrivals waiting for a slot, oldest first
 
 
 class Instance:

@@ -153,4 +153,4 @@ def test_ended_requests_are_freed_without_the_cycle_collector():
     # Not one rejected request outlived its rejection; the served ones APF still holds (its
     # FIFO of deadlines keeps them until their wait limit) no longer hold APF's record.
     assert REJECTED not in {r.outcome for r in requests} and len(requests) <= result.requests - result.rejected
-    assert [r for r in requests if r.outcome is not None and r.apf is not None] == []
+    assert [r for r in requests if r.outcome and r.apf is not None] == []

@@ -8,7 +8,8 @@ leaves, with Poisson arrivals at 90 % of capacity. Against it, `simapf.run` of t
 experiment (`scenarios/list-experiment.yaml`: ~108,000 LISTs through classification, fair
 queuing, etcd or the watch cache, memory, the Go GC and processor sharing, and the client).
 Both run in this process, alternately, best of `--runs`; the ratio is what machines do not
-change much. docs/benchmarks.md records the figures and the machine.
+change much. simapf runs compiled when its compiled core is built (`simapf compile`), else pure
+Python; the first line printed says which. docs/benchmarks.md records the figures and the machine.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def main() -> None:
         gc.collect()
         wall, requests = list_experiment()
         ours.append(requests / wall)
-    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    from simapf.compiled_core import compiled
+
+    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"simapf's core: {compiled()}")
     print(f"bare SimPy M/M/16: {max(bare):,.0f} customers per wall second (best of {args.runs})")
     print(f"simapf, LIST experiment ({requests:,} requests): {max(ours):,.0f} requests per wall second")
     print(f"ratio: {max(ours) / max(bare):.3f}")

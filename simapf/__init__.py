@@ -10,6 +10,25 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "compare", "load_scenario", "load_sweep", "optimize", "run", "sweep"]
 
 
+def _warn_if_compiled_core_is_stale() -> None:
+    # Python imports a built extension module in preference to its source, so a compiled core
+    # built from other sources would run old code without a word (simapf.compiled_core).
+    from pathlib import Path
+
+    if not any(Path(__file__).parent.glob("_compiled__mypyc*")):
+        return
+    from simapf.compiled_core import compiled
+
+    if compiled() == "stale":
+        import warnings
+
+        warnings.warn("the compiled core was built from other sources than these: `simapf compile` rebuilds "
+                      "it, `simapf compile --clean` removes it", RuntimeWarning, stacklevel=2)  # fmt: skip
+
+
+_warn_if_compiled_core_is_stale()
+
+
 def __getattr__(name: str):
     # Lazy: `simapf replay` and the APF core must not pay for pandas at import.
     if name == "load_scenario":

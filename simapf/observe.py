@@ -72,10 +72,21 @@ class Recorder:
             server.model.process.on_death.append(partial(self._killed, i))
 
     # The highest of any replica: what a memory limit is compared with.
-    peak_rss = property(lambda self: max(self.peak_rss_by_replica))
-    peak_heap = property(lambda self: max(self.peak_heap_by_replica))
-    peak_rss_steady = property(lambda self: max(self.peak_rss_steady_by_replica))
-    peak_heap_steady = property(lambda self: max(self.peak_heap_steady_by_replica))
+    @property
+    def peak_rss(self) -> float:
+        return max(self.peak_rss_by_replica)
+
+    @property
+    def peak_heap(self) -> float:
+        return max(self.peak_heap_by_replica)
+
+    @property
+    def peak_rss_steady(self) -> float:
+        return max(self.peak_rss_steady_by_replica)
+
+    @property
+    def peak_heap_steady(self) -> float:
+        return max(self.peak_heap_steady_by_replica)
 
     # ------------------------------------------------------------------ per request
 

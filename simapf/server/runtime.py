@@ -107,7 +107,7 @@ class ServerRequest:
         self.replica = 0  # which apiserver replica took it, and its process incarnation then
         self.incarnation = 0
         self.tag = tag
-        self.retry_after_s = 0.0  # the Retry-After of a 429
+        self.retry_after_s = 0  # the Retry-After of a 429: whole seconds, as the header
         self.link = link  # the way its response goes to its client (None: taken at once)
 
     @property
@@ -231,7 +231,7 @@ class SimulatedAPIServer:
         return self._streamed_now
 
     def refuse(self, attrs: RequestAttributes, on_done: Callable[[ServerRequest], None], tag: Any,
-               outcome: str, reason: str, retry_after_s: float | None = None) -> None:
+               outcome: str, reason: str, retry_after_s: int | None = None) -> None:
         """End a request before APF sees it: no process listens (UNAVAILABLE), or the watch
         cache it needs is refilling (REJECTED, with a Retry-After)."""
         rec = ServerRequest(attrs, None, 0, on_done, self.env._now, tag)

@@ -182,15 +182,15 @@ class ResponseProcessor:
         """A response arrives now: (ns until it has been processed, ns of work it takes).
         (0, 0) when it takes no time: it is handled at once, whatever is queued."""
         ready = now_ns
-        work = self.per_response_ns
+        work_ns = self.per_response_ns
         if rec.outcome == OK:
             if self.serial_ns:
                 ready = max(now_ns, self.serial_free_at) + self.serial_ns
                 self.serial_free_at = ready
             if rec.cost is not None:
                 shape = rec.cost.shape
-                work += self.per_object_ns * shape.objects_returned + self.per_byte_ns * shape.response_bytes
-        work = int(work)
+                work_ns += self.per_object_ns * shape.objects_returned + self.per_byte_ns * shape.response_bytes
+        work = int(work_ns)
         if work <= 0:
             return ready - now_ns, 0
         end = max(ready, self.free_at[0]) + work

@@ -6,7 +6,7 @@ from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
 from simapf.workload.clientgo import Backoff
-from simapf.workload.cluster import GONE, Position
+from simapf.workload.cluster import GONE, OpenWatch, Position
 from simapf.workload.instance import Instance, stream, with_options
 
 
@@ -159,7 +159,7 @@ class InformerInstance(Instance):
         watch = self.watch
         self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
 
-    def _timed_out(self, watch) -> None:
+    def _timed_out(self, watch: OpenWatch) -> None:
         if not self.active or watch is not self.watch or not watch.open:
             return
         self.ctx.cluster.close_watch(watch)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import simpy
 
 from simapf.calibrate import experiment
 from simapf.calibrate.data import Cell, Row
 from simapf.calibrate.experiment import ExperimentSetup, run_cell, run_params
 from simapf.calibrate.list_stream import LIST_USER, ListStreamResult, _invert_ramp, run_list_stream
+from simapf.environment import Environment
 from simapf.server.params import ServerParams
 from simapf.server.costs import compute_plan
 from simapf.server.paths import RequestCost, ResponseShape, ServingPath
@@ -52,7 +52,7 @@ def test_a_cell_runs_as_the_experiment_did(monkeypatch):
 
 
 def test_the_lists_land_in_global_default_with_constant_seats():
-    env = simpy.Environment()
+    env = Environment()
     from simapf.apf.estimators import WorkEstimator
 
     server = SimulatedAPIServer(env, server_concurrency=800, estimator=WorkEstimator("constant", list_params={"seats": 100}))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import simpy
-
+from simapf.environment import Environment
 from simapf.server import (
     ResourceModel,
     RequestCost,
@@ -27,7 +26,7 @@ def open_loop(
     sample_ns: int = 50_000_000,
 ) -> tuple[ResourceModel, list[ServerSnapshot]]:
     """Start `cost` requests at a fixed rate for `secs` simulated seconds."""
-    env = simpy.Environment()
+    env = Environment()
     model = ResourceModel(env, params)
     gap = int(S / rate_per_s)
     stop = None if stop_after_s is None else int(stop_after_s * S)

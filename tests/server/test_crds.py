@@ -5,9 +5,9 @@ and RSS against the heap when pages are returned with MADV_FREE."""
 from __future__ import annotations
 
 import pytest
-import simpy
 
 import simapf
+from simapf.environment import Environment
 from simapf.errors import ConfigError
 from simapf.runner import Simulation
 from simapf.server.memory import MemoryModel
@@ -116,7 +116,7 @@ def test_install_events_name_a_group_once():
 def memory(release: str, limit: float | None = None) -> MemoryModel:
     params = ServerParams.model_validate({"gc": {"page_release": release, "scavenge_rate_bytes_per_s": 1e12},
                                           "process": {"memory_limit_bytes": limit}})  # fmt: skip
-    mem = MemoryModel(simpy.Environment(), params)
+    mem = MemoryModel(Environment(), params)
     return mem
 
 

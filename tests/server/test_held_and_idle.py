@@ -10,10 +10,10 @@
 from __future__ import annotations
 
 import pytest
-import simpy
 
 import simapf
 from simapf.apf.types import RequestAttributes
+from simapf.environment import Environment
 from simapf.server import ResourceModel, ServerParams
 from simapf.server.costs import cache_bytes
 from simapf.server.model import CachedResource
@@ -25,7 +25,7 @@ USER = RequestAttributes(user="bob", groups=("system:authenticated",), verb="lis
 
 
 def test_queued_and_executing_requests_hold_their_memory_until_they_end():
-    env = simpy.Environment()
+    env = Environment()
     server = SimulatedAPIServer(env, server_concurrency=600)
     held = server.model.params.request_memory.request_held_bytes
     assert held > 0
@@ -41,7 +41,7 @@ def test_queued_and_executing_requests_hold_their_memory_until_they_end():
 
 
 def test_a_dead_process_takes_the_held_memory_with_it():
-    env = simpy.Environment()
+    env = Environment()
     server = SimulatedAPIServer(env, server_concurrency=600)
     for _ in range(50):
         server.submit(USER, service_ns=10 * S)
@@ -52,7 +52,7 @@ def test_a_dead_process_takes_the_held_memory_with_it():
 
 
 def test_the_idle_process_burns_its_baseline_cpu_while_up():
-    env = simpy.Environment()
+    env = Environment()
     p = ServerParams(process={"baseline_cores": 0.25, "restart_s": 5})
     m = ResourceModel(env, p)
     env.run(until=10 * S)
@@ -71,7 +71,7 @@ def test_a_resource_with_its_own_decoded_ratio_fills_the_watch_cache_by_it():
     overhead = p.watch_cache.per_object_overhead_bytes * 1000
     assert typed == pytest.approx(p.watch_cache.decoded_size_multiplier * 1e8 + overhead)
     assert custom == pytest.approx(5.2 * 1e8 + overhead)
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, p)
     before = m.memory.base_live
     m.set_watch_cache([CachedResource("widgets.example.com", 1000, 1e8, 5.2)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
+from simapf.environment import Environment
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.params import MiB
 
@@ -30,7 +31,7 @@ def params(**gc) -> ServerParams:
 
 
 def model(**gc) -> tuple[simpy.Environment, ResourceModel]:
-    env = simpy.Environment()
+    env = Environment()
     return env, ResourceModel(env, params(**gc))
 
 
@@ -49,7 +50,7 @@ def test_roots_count_in_the_goal():
 
 
 def test_small_heap_goal_is_4_mib_times_gogc():
-    env = simpy.Environment()
+    env = Environment()
     p = params(gogc=200).model_copy(update={"process": params().process.model_copy(update={"live_heap_bytes": 1 * MB})})
     m = ResourceModel(env, p)
     assert m.gc.goal == 8 * MiB
@@ -139,7 +140,7 @@ def test_in_flight_live_bytes_are_marked_and_raise_the_goal():
 
 def test_assists_finish_the_cycle_when_the_heap_overshoots_the_goal():
     # One slow core: marking 100 MB takes 0.4 s with a quarter of it.
-    env = simpy.Environment()
+    env = Environment()
     p = params(trigger_fraction=0.5, fixed_cost_core_s=0)
     p = p.model_copy(update={"cpu": p.cpu.model_copy(update={"cores": 1, "usable_cores": 1})})
     m = ResourceModel(env, p)
@@ -166,7 +167,7 @@ def test_no_assists_when_disabled():
 def _closed_loop(p: ServerParams, clients: int, warm_s: float, secs: float) -> tuple[ResourceModel, float]:
     """`clients` back-to-back 1 MB LISTs; returns the model and the GC's share of the CPU
     between warm_s and secs."""
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, p)
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
 

@@ -4,9 +4,9 @@ link, gzip's smaller wire bytes, and what the request keeps meanwhile."""
 from __future__ import annotations
 
 import pytest
-import simpy
 
 import simapf
+from simapf.environment import Environment
 from simapf.errors import ConfigError
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.costs import DEFAULT_GZIP_RATIO
@@ -21,7 +21,7 @@ QUIET = {"process": {"baseline_cores": 0.0}, "request_cpu": {"work_cv": 0.0}}
 
 
 def _sends(link_bytes_per_s: float | None, n: int, nbytes: float = 100 * MB) -> list[int]:
-    env = simpy.Environment()
+    env = Environment()
     link = Link(env, stream_bytes_per_s=100 * MB, link_bytes_per_s=link_bytes_per_s)
     done: list[int] = []
     for _ in range(n):
@@ -40,11 +40,11 @@ def test_a_response_goes_at_its_streams_pace_and_shares_the_link():
     # Narrower than a stream: one response alone goes at the link's pace.
     assert _sends(50 * MB, 1) == pytest.approx([2.0 * S], abs=2)
     with pytest.raises(ValueError):
-        Link(simpy.Environment(), 0.0)
+        Link(Environment(), 0.0)
 
 
 def _run_one(cost: RequestCost, link: bool, params: dict | None = None):
-    env = simpy.Environment()
+    env = Environment()
     model = ResourceModel(env, ServerParams(**{**QUIET, **(params or {})}))
     plan = model.plan(cost)
     done: list[int] = []

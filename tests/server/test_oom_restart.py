@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import simpy
 
+from simapf.environment import Environment
 from simapf.server import CachedResource, ProcessState, ResourceModel, ServerParams, ServingPath
 
 from srvhelp import S, cost
 
 
 def build(limit: str | None = "1Gi", restart_s: float = 10.0) -> tuple[simpy.Environment, ResourceModel, list]:
-    env = simpy.Environment()
+    env = Environment()
     p = ServerParams.model_validate({"process": {"memory_limit_bytes": limit, "restart_s": restart_s}})
     m = ResourceModel(env, p)
     events: list = []
@@ -107,7 +108,7 @@ def test_restart_without_caches_is_ready_at_once():
 
 def test_oom_while_refilling_goes_down_again():
     # A limit the refilled caches alone exceed: crash loop.
-    env = simpy.Environment()
+    env = Environment()
     p = ServerParams.model_validate({"process": {"memory_limit_bytes": "700M", "restart_s": 1}})
     m = ResourceModel(env, p)
     m.set_watch_cache([CachedResource("pods", 10_000, 100e6)])

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import simpy
 
+from simapf.environment import Environment
 from simapf.server import (
     CachedResource,
     Encoding,
@@ -24,7 +24,7 @@ EXACT = ServerParams(request_cpu={"work_cv": 0.0})
 
 
 def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, EXACT)
     c = cost(ServingPath.CACHE, 1_000_000, 100)
     plan = m.plan(c)
@@ -47,7 +47,7 @@ def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
 
 
 def test_etcd_list_waits_for_etcd_then_runs_on_cpu():
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, EXACT)
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     plan = m.plan(c)
@@ -155,7 +155,7 @@ def test_default_parameters_land_near_the_first_data_row():
 
 
 def test_watch_cache_counts_in_the_baseline():
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env)
     base = m.snapshot()
     m.set_watch_cache([CachedResource("pods", 1000, 10e6)])
@@ -176,7 +176,7 @@ def test_usable_core_ceiling_caps_cpu():
 
 
 def test_etcd_wait_can_hold_the_receive_buffer():
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}, "request_cpu": {"work_cv": 0.0}}))
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     m.start(c, lambda t: None)
@@ -188,7 +188,7 @@ def test_etcd_wait_can_hold_the_receive_buffer():
 def test_sampler_reports_every_interval():
     from simapf.server import sample_every
 
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env)
     got: list = []
     sample_every(m, S // 10, got.append)

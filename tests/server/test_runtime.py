@@ -1,10 +1,10 @@
 """The simulated apiserver: APF in front of the resource model on one SimPy clock."""
 
 import pytest
-import simpy
 
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.apf.integrator import Integrator
+from simapf.environment import Environment
 from simapf.server.etcd import range_work
 from simapf.calibrate.list_stream import LIST_USER, run_list_stream
 from simapf.server.params import ServerParams
@@ -28,7 +28,7 @@ def test_upstream_borrowing_scenario_in_simulation(lendable, borrowing):
     """k8s.io/apiserver borrowing_test.go run through the SimPy runtime: 24 and 6 closed-loop
     clients, 250 ms requests, server concurrency 24; after 10 s the average concurrency over the
     next 15 s must be in [15.5, 16.1] and [5.5, 6.1]."""
-    env = simpy.Environment()
+    env = Environment()
     server = SimulatedAPIServer(env, borrowing_objects(lendable, borrowing), server_concurrency=24)
     executing = [Integrator(0), Integrator(0)]
     count = [0, 0]
@@ -68,7 +68,7 @@ def test_upstream_borrowing_scenario_in_simulation(lendable, borrowing):
 
 
 def test_crossing_the_memory_limit_kills_fails_and_restarts():
-    env = simpy.Environment()
+    env = Environment()
     params = ServerParams(cpu={"cores": 4, "usable_cores": 4}, process={"memory_limit_bytes": 1.5e9, "restart_s": 5})
     server = SimulatedAPIServer(env, server_concurrency=600, params=params)
     big = RequestCost(ServingPath.CACHE, ResponseShape(50e6, 1000, Encoding.CBOR))  # not streamed

@@ -4,8 +4,8 @@ large-range costs, co-located clients reading responses, gzip, and the usable-co
 from __future__ import annotations
 
 import pytest
-import simpy
 
+from simapf.environment import Environment
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.cpu import ProcessorSharing
 from simapf.server.etcd import EtcdModel, range_work
@@ -43,7 +43,7 @@ def test_records_with_the_old_large_range_penalty_still_load(caplog):
 
 
 def _ranges(discipline: str, n: int) -> list[int]:
-    env = simpy.Environment()
+    env = Environment()
     etcd = EtcdModel(env, EtcdParams(bytes_per_s=1e8, requests_per_s=1e9, concurrency=1, discipline=discipline,
                                       objects_per_s=None))  # fmt: skip
     done: list[tuple[int, int]] = []
@@ -66,7 +66,7 @@ def test_ps_etcd_finishes_identical_ranges_together():
 
 
 def test_fifo_etcd_forgets_its_queue_when_the_apiserver_dies():
-    env = simpy.Environment()
+    env = Environment()
     etcd = EtcdModel(env, EtcdParams(concurrency=1, discipline="fifo"))
     done: list[int] = []
     for i in range(3):
@@ -80,7 +80,7 @@ def test_fifo_etcd_forgets_its_queue_when_the_apiserver_dies():
 
 
 def test_foreign_jobs_share_the_cores_but_not_the_process_cpu():
-    env = simpy.Environment()
+    env = Environment()
     ps = ProcessorSharing(env, cores=2, procs=2)
     ends: dict[str, int] = {}
     ps.add(1.0, lambda a: ends.__setitem__(a, env.now), "req")
@@ -102,7 +102,7 @@ def test_a_colocated_client_reads_the_response_holding_its_buffer():
             "request_cpu": {"work_cv": 0.0},  # exact timings
         }
     )
-    env = simpy.Environment()
+    env = Environment()
     m = ResourceModel(env, p)
     c = cost(ServingPath.CACHE, 1e6, 100)
     plan = m.plan(c)

@@ -7,6 +7,7 @@ import pytest
 import simpy
 
 from simapf import run
+from simapf.environment import Environment
 from simapf.server.etcd import EtcdModel
 from simapf.server.params import EtcdParams
 
@@ -26,7 +27,7 @@ class Owner:
 
 @pytest.mark.parametrize("discipline", ["ps", "fifo"])
 def test_a_dead_owner_s_reads_go_and_the_others_finish(discipline):
-    env = simpy.Environment()
+    env = Environment()
     etcd = EtcdModel(env, EtcdParams(concurrency=1, discipline=discipline))
     a, b = Owner(env), Owner(env)
     etcd.read(1.0, a.answered)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import simpy
 
+from simapf.environment import Environment
 from simapf.server import ResourceModel, ServerParams
 from simapf.server.costs import ETCD_MAX_RESPONSE_BYTES, ETCD_RESPONSE_TOO_LARGE, compute_plan
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
@@ -96,7 +96,7 @@ def test_object_count_raises_cost_at_fixed_bytes():
 
 
 def _one_list(response_bytes: float, objects: int, path=ServingPath.ETCD, streaming=False):
-    env = simpy.Environment()
+    env = Environment()
     p = ServerParams(request_cpu={"work_cv": 0.0})
     model = ResourceModel(env, p)
     cost = RequestCost(path, ResponseShape(response_bytes, objects), streaming)

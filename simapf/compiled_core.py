@@ -1,0 +1,117 @@
+"""The compiled core: the modules every request passes through, compiled with mypyc into
+extension modules beside their sources (an optional extra; pure Python stays the default).
+
+    pip install -e '.[compiled]'     # mypyc, pinned (it needs a C compiler)
+    simapf compile                   # build; Python then imports the compiled modules
+    simapf compile --clean           # remove them: pure Python again
+
+Python imports an extension module in preference to the `.py` beside it, so once built the
+compiled core serves every run, sweep and test until it is removed. The results are the same
+either way (tests/test_compiled.py compares the golden runs). A build remembers the digest of
+the sources it was made from; importing simapf warns when they have changed since (`compiled()`
+says "stale"), because the old build would still be the code that runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# The modules a request passes through (the engine benchmark's profile), in dependency order.
+MODULES = (
+    "apf/gomath.py", "apf/clock.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
+    "apf/estimators/work.py", "apf/controller.py",
+    "server/variation.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
+    "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py",
+    "workload/inventory.py", "workload/balancer.py", "workload/clientgo.py", "workload/cluster.py",
+    "workload/instance.py", "workload/informer.py", "workload/clients.py",
+    "histograms.py", "observe.py",
+)  # fmt: skip
+GROUP = "simapf._compiled"  # the shared library mypyc builds for the group: simapf/_compiled__mypyc*.so
+# mypy's view while compiling: the compiled modules checked strictly, the modules they import read
+# for their types only, pydantic models as pydantic builds them.
+MYPY_CONFIG = """[mypy]
+ignore_missing_imports = True
+follow_imports = silent
+plugins = pydantic.mypy
+"""
+STAMP = PACKAGE_DIR / "_compiled.sha256"  # the sources' digest when they were compiled
+
+
+class CompileError(RuntimeError):
+    """The compiled core could not be built."""
+
+
+def sources_digest(package_dir: Path = PACKAGE_DIR) -> str:
+    digest = hashlib.sha256()
+    for module in MODULES:
+        digest.update(module.encode() + b"\0" + (package_dir / module).read_bytes())
+    return digest.hexdigest()
+
+
+def _extensions(package_dir: Path) -> list[Path]:
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = [p for m in MODULES for p in (package_dir / m).parent.glob(Path(m).stem + ".*") if p.name.endswith(suffixes)]
+    found += [p for p in package_dir.glob("_compiled__mypyc*") if p.name.endswith(suffixes)]
+    return found
+
+
+def compiled(package_dir: Path = PACKAGE_DIR) -> str:
+    """"compiled", "pure" or "stale" (built from sources that have changed since)."""
+    if not _extensions(package_dir):
+        return "pure"
+    stamp = package_dir / STAMP.name
+    if stamp.exists() and stamp.read_text().strip() == sources_digest(package_dir):
+        return "compiled"
+    return "stale"
+
+
+def clean(package_dir: Path = PACKAGE_DIR) -> int:
+    """Remove the compiled modules; returns how many files went."""
+    removed = _extensions(package_dir)
+    for path in removed:
+        path.unlink()
+    stamp = package_dir / STAMP.name
+    if stamp.exists():
+        stamp.unlink()
+        removed.append(stamp)
+    return len(removed)
+
+
+def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
+    """Compile MODULES of the package at `package_dir` in place."""
+    try:
+        import mypyc  # noqa: F401
+    except ImportError:
+        raise CompileError("mypyc is not installed: pip install 'simapf[compiled]'") from None
+    clean(package_dir)
+    root = package_dir.parent
+    with tempfile.TemporaryDirectory(prefix="simapf-compile-") as tmp:
+        # setuptools' build_ext --inplace, driven by mypycify, from the folder that holds the
+        # package so that module names are simapf.*; its build files stay in the temporary folder.
+        script = Path(tmp) / "setup.py"
+        config = Path(tmp) / "mypy.ini"
+        config.write_text(MYPY_CONFIG)
+        paths = [str(package_dir / m) for m in MODULES]
+        script.write_text(
+            "from setuptools import setup\n"
+            "from mypyc.build import mypycify\n"
+            f"setup(name='simapf-compiled', ext_modules=mypycify({['--config-file', str(config), *paths]!r}, "
+            f"group_name={GROUP!r}, opt_level='3', target_dir={str(Path(tmp) / 'mypyc')!r}))\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        command = [sys.executable, str(script), "build_ext", "--inplace",
+                   "--build-temp", str(Path(tmp) / "temp"), "--build-lib", str(Path(tmp) / "lib")]  # fmt: skip
+        done = subprocess.run(command, cwd=root, env=env, capture_output=quiet, text=True)
+    if done.returncode != 0:
+        clean(package_dir)
+        detail = (done.stdout or "")[-2000:] + (done.stderr or "")[-2000:] if quiet else ""
+        raise CompileError(f"mypyc failed (exit {done.returncode})\n{detail}".rstrip())
+    (package_dir / STAMP.name).write_text(sources_digest(package_dir) + "\n")

@@ -2,12 +2,25 @@
 
 simapf schedules only whole nanoseconds (every delay is an int, and runs end at an int time),
 so the clock SimPy keeps is always an int. Saying so here lets the typed modules read it as one,
-and lets the compiled build (simapf.compile) keep it unboxed.
+and lets the compiled core (simapf.compiled_core) keep it unboxed.
+
+`run_until` is SimPy's `run(until=...)` loop written for that clock, and `schedule` SimPy's own:
+the compiled core compiles them with the rest, so the loop that dispatches every event and the
+call that queues it run compiled too.
 """
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
+from typing import Any
+
 import simpy
+from simpy.core import SimTime
+from simpy.events import NORMAL, URGENT, Event, EventPriority
+
+
+# A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
+_PROCESSED: Any = None
 
 
 class Environment(simpy.Environment):
@@ -23,3 +36,33 @@ class Environment(simpy.Environment):
     def now(self) -> int:
         """The current simulated time, in nanoseconds."""
         return self._now
+
+    def schedule(self, event: Event, priority: EventPriority = NORMAL, delay: SimTime = 0) -> None:
+        """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+
+    def run_until(self, until_ns: int) -> None:
+        """What `run(until=until_ns)` does, event for event: process every event due before
+        the stop SimPy would schedule now (at `until_ns`, urgent, after the events already
+        scheduled at that instant with that priority), then set the clock to `until_ns`."""
+        if until_ns <= self._now:
+            raise ValueError(f"until ({until_ns}) must be greater than the current simulation time")
+        stop_eid = next(self._eid)  # the stop's place among events tied with it, as SimPy's
+        queue = self._queue
+        while queue:
+            when, priority, eid, event = queue[0]
+            if when > until_ns or (when == until_ns and (priority > URGENT or (priority == URGENT and eid > stop_eid))):
+                break
+            heappop(queue)
+            self._now = int(when)
+            callbacks = event.callbacks
+            event.callbacks = _PROCESSED
+            for callback in callbacks:
+                callback(event)
+            if not event._ok and not hasattr(event, "_defused"):
+                # A failed event nobody handled: raise it here, as SimPy's step does.
+                failure = event._value
+                raised = type(failure)(*failure.args)
+                raised.__cause__ = failure
+                raise raised
+        self._now = until_ns

@@ -108,7 +108,7 @@ class Simulation:
         with fewer_full_collections():
             while t < end_ns:
                 t = min(t + step_ns, end_ns)
-                env.run(until=t)
+                env.run_until(t)
                 self._refresh_watch_cache()
                 self.recorder.scrape()
                 if bar is not None:

@@ -12,11 +12,22 @@ call that queues it run compiled too.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any
+from typing import Any, Callable
 
 import simpy
 from simpy.core import SimTime
 from simpy.events import NORMAL, URGENT, Event, EventPriority
+
+
+class Alarm(Event):
+    """An event due at a time with one callback known when it is made: a `Timeout` without its
+    checks (`Environment.alarm`)."""
+
+    def __init__(self, env: Environment, value: Any, callback: Callable[[Event], None]) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = value
 
 
 # A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
@@ -40,6 +51,11 @@ class Environment(simpy.Environment):
     def schedule(self, event: Event, priority: EventPriority = NORMAL, delay: SimTime = 0) -> None:
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+
+    def alarm(self, delay_ns: int, value: Any, callback: Callable[[Event], None]) -> None:
+        """`callback(event)` in `delay_ns`, `event._value` being `value`: what
+        `timeout(delay_ns, value).callbacks.append(callback)` does, in the same order."""
+        self.schedule(Alarm(self, value, callback), NORMAL, delay_ns)
 
     def run_until(self, until_ns: int) -> None:
         """What `run(until=until_ns)` does, event for event: process every event due before

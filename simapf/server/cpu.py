@@ -34,18 +34,6 @@ from simapf.environment import Environment
 
 NS = 1_000_000_000
 _INV_NS = 1e-9
-_NORMAL = simpy.core.NORMAL  # a Timeout's priority: wake-ups keep the order Timeouts had
-
-
-class _WakeUp(simpy.events.Event):
-    """A wake-up set for a generation of the timer: a Timeout without its checks, whose one
-    callback is known when it is made."""
-
-    def __init__(self, env: Environment, generation: int, callback: Callable[[simpy.Event], None]) -> None:
-        self.env = env
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = generation
 
 
 class ProcessorSharing:
@@ -328,8 +316,7 @@ class ProcessorSharing:
             return  # an earlier wake-up is already set; it will reschedule
         self._pending_at = at
         self._gen += 1
-        env = self.env
-        env.schedule(_WakeUp(env, self._gen, self._timer_cb), _NORMAL, at - now)
+        self.env.alarm(at - now, self._gen, self._timer_cb)  # wake-ups keep the order Timeouts had
 
     def _on_timer(self, event: simpy.Event) -> None:
         if event._value != self._gen:

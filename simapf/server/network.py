@@ -51,7 +51,7 @@ class Link:
             return
         self._writing += 1
         delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
-        self.env.timeout(delay, (self._epoch, callback, arg)).callbacks.append(self._done_cb)
+        self.env.alarm(delay, (self._epoch, callback, arg), self._done_cb)
 
     def _done(self, event: simpy.Event) -> None:
         epoch, callback, arg = event._value

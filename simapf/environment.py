@@ -52,10 +52,12 @@ class Environment(simpy.Environment):
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
 
-    def alarm(self, delay_ns: int, value: Any, callback: Callable[[Event], None]) -> None:
-        """`callback(event)` in `delay_ns`, `event._value` being `value`: what
-        `timeout(delay_ns, value).callbacks.append(callback)` does, in the same order."""
-        self.schedule(Alarm(self, value, callback), NORMAL, delay_ns)
+    def alarm(self, delay_ns: int, value: Any, callback: Callable[[Event], None],
+              priority: EventPriority = NORMAL) -> None:  # fmt: skip
+        """`callback(event)` in `delay_ns`, `event._value` being `value`: with the default
+        priority, what `timeout(delay_ns, value).callbacks.append(callback)` does, in the same
+        order; events due at the same instant run by priority, then in scheduling order."""
+        self.schedule(Alarm(self, value, callback), priority, delay_ns)
 
     def run_until(self, until_ns: int) -> None:
         """What `run(until=until_ns)` does, event for event: process every event due before

@@ -44,19 +44,9 @@ UNAVAILABLE = "unavailable"  # the process was down: connection refused
 FAILED = "failed"  # the process died while holding the request, or the request failed (a 500)
 
 
-class _Call(simpy.events.Event):
-    """A plain callback due at a time: cheaper than a Timeout plus a lambda."""
-
-    def __init__(self, env: Environment, fn: Callable[[Any], None], arg: Any) -> None:
-        self.env = env
-        self.callbacks = [self._fire]
-        self._ok = True
-        self._value = None
-        self.fn = fn
-        self.arg = arg
-
-    def _fire(self, _event: simpy.Event) -> None:
-        self.fn(self.arg)
+def _call(event: simpy.Event) -> None:
+    fn, arg = event._value
+    fn(arg)
 
 
 class SimPyScheduler:
@@ -73,7 +63,7 @@ class SimPyScheduler:
 
     def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         env = self.env
-        env.schedule(_Call(env, fn, arg), cast(EventPriority, phase), when_ns - env._now)
+        env.alarm(when_ns - env._now, (fn, arg), _call, cast(EventPriority, phase))
 
 
 class ServerRequest:

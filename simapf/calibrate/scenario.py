@@ -44,6 +44,8 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
                 # Off, so resourceVersion unset reads etcd and "0" reads the watch cache.
                 "ConsistentListFromCache": False,
                 "StreamingCollectionEncodingToJSON": setup.streaming_encoding,
+                # The mid-2025 build read etcd ranges unary (RangeStream came with 1.37).
+                "EtcdRangeStream": False,
             }
         },
         "apiserver": {

@@ -367,6 +367,7 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
             "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
             "streaming_collection_encoding_to_json": gates.StreamingCollectionEncodingToJSON,
             "streaming_collection_encoding_to_protobuf": gates.StreamingCollectionEncodingToProtobuf,
+            "etcd_range_stream": gates.EtcdRangeStream,
         },
     }  # fmt: skip
     for field, section, key, value in (

@@ -5,6 +5,8 @@ calibration will fit. Notation: S = response bytes on the wire, n = objects retu
 N = objects read, B = stored bytes read, k = decoded/stored size ratio.
 
     etcd:       live = B + k·B + o_dec·N + c_conv·k·S + enc_live
+    streamed etcd range (EtcdRangeStream): live = k·B + o_dec·N + c_conv·k·S + enc_live, and
+                while etcd sends: f·(k·B + o_dec·N) + 3 chunks, decoding alongside etcd's work
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
     WatchList:  live = W_const + 16 B·N + enc_live
     enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
@@ -58,6 +60,9 @@ class RequestPlan:
     error: str = ""  # the request fails once etcd has served its range (HTTP 500)
     # Its garbage is allocated in this many steps along its CPU work (1: all at the start).
     alloc_steps: int = 1
+    # CPU that runs while etcd sends the range (a streamed range is decoded as its chunks arrive);
+    # `cpu_core_s` is what follows once both have ended. The request holds `wait_live_bytes` meanwhile.
+    decode_core_s: float = 0.0
 
 
 # A request allocates its live bytes when it starts and its garbage as it works: a 1 GB streamed
@@ -78,6 +83,32 @@ def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
 # client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
 ETCD_MAX_RESPONSE_BYTES = 2**31 - 1
 ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
+
+# Chunks of a streamed range the apiserver holds undecoded at once: the one being decoded, the
+# next, which GetList receives before it yields the current one (k8s.io/apiserver v0.37.2
+# storage/etcd3/store.go, streamChunks), and one in the etcd client's channel, whose buffer is
+# one (go.etcd.io/etcd/client/v3 v3.7.0 kv.go, GetStream). Each chunk is freed as it is decoded.
+STREAM_CHUNKS_HELD = 3
+
+
+def stream_window_bytes(params: ServerParams, stored_bytes: float, objects: int) -> float:
+    """Undecoded bytes a streamed range holds in the apiserver at once: STREAM_CHUNKS_HELD chunks
+    of etcd's target size (or of one object, when objects are larger), at most the whole range."""
+    per_object = stored_bytes / objects if objects > 0 else stored_bytes
+    chunk = max(params.etcd.stream_chunk_bytes, per_object)
+    return min(stored_bytes, STREAM_CHUNKS_HELD * chunk)
+
+
+def decode_cost(params: ServerParams, stored_bytes: float, objects: int) -> float:
+    """Core-seconds to call etcd for a range, receive it and decode its objects."""
+    c = params.request_cpu
+    return (
+        c.etcd_request_core_s
+        + c.etcd_receive_core_s_per_byte * stored_bytes
+        + c.decode_core_s_per_object * objects
+        + c.decode_core_s_per_byte * stored_bytes
+    )
+
 
 # Compressed / plain size of a gzip response whose resource says nothing: a LIST of a 5000-node
 # cluster's Pods, 1572 MB of Protobuf, went out as 232 MB (kubernetes#138327's traces, 2026).
@@ -152,20 +183,26 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
 
     etcd = 0.0
     wait_live = 0.0
-    if path is ServingPath.ETCD:
+    decode = 0.0
+    if path is ServingPath.ETCD and cost.range_streamed:
+        # RangeStream: each chunk is decoded as it arrives, and freed once decoded. Until etcd
+        # has sent the last chunk and it is decoded, the request holds the objects decoded so far
+        # (the received share of its range, as for a unary range) and a few chunks; then its
+        # decoded objects. Every chunk is still allocated, so the garbage is a unary range's.
+        decoded = k * B + mem_p.decoded_bytes_per_object * N
+        held = decoded + conv_live
+        live = held + enc_live
+        alloc = (B + held) * temp + enc_alloc
+        decode = decode_cost(params, B, N)
+        cpu = cpu_p.request_core_s + conv_cpu + encode_cpu
+        etcd = etcd_work(params, B, N)
+        wait_live = params.etcd.wait_live_fraction * decoded + stream_window_bytes(params, B, N)
+    elif path is ServingPath.ETCD:
         decoded = k * B + mem_p.decoded_bytes_per_object * N
         held = B + decoded + conv_live
         live = held + enc_live
         alloc = held * temp + enc_alloc
-        cpu = (
-            cpu_p.request_core_s
-            + cpu_p.etcd_request_core_s
-            + cpu_p.etcd_receive_core_s_per_byte * B
-            + cpu_p.decode_core_s_per_object * N
-            + cpu_p.decode_core_s_per_byte * B
-            + conv_cpu
-            + encode_cpu
-        )
+        cpu = cpu_p.request_core_s + decode_cost(params, B, N) + conv_cpu + encode_cpu
         etcd = etcd_work(params, B, N)
         wait_live = params.etcd.wait_live_fraction * B
         if B > ETCD_MAX_RESPONSE_BYTES:
@@ -204,7 +241,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     ratio = shape.gzip_ratio if shape.gzip_ratio is not None else DEFAULT_GZIP_RATIO
     wire = S * ratio if gzip else S
     return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay, wire, streaming,
-                       alloc_steps=alloc_steps(live, alloc))  # fmt: skip
+                       alloc_steps=alloc_steps(live, alloc), decode_core_s=decode)  # fmt: skip
 
 
 def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
@@ -212,21 +249,20 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
     """A watch cache's initial LIST from etcd after a restart, and the bytes the cache keeps.
 
     Live while it runs: the range response and the decoded objects; when it ends the response
-    is garbage and the decoded objects stay as the cache.
+    is garbage and the decoded objects stay as the cache. With EtcdRangeStream the range is
+    decoded as its chunks arrive (`decode_core_s`, alongside etcd's work), and only a few chunks
+    of it are held at once.
     """
-    cpu_p = params.request_cpu
     B = float(stored_bytes)
     cache = cache_bytes(params, object_count, stored_bytes, decoded_multiplier)
-    live = B + cache
-    alloc = live * (1.0 + params.request_memory.temp_garbage_fraction)
-    cpu = (
-        cpu_p.etcd_request_core_s
-        + cpu_p.etcd_receive_core_s_per_byte * B
-        + cpu_p.decode_core_s_per_object * object_count
-        + cpu_p.decode_core_s_per_byte * B
-        + cpu_p.refill_core_s_per_object * object_count
-    )
-    return RequestPlan(cpu, etcd_work(params, B, object_count), 0.0, live, alloc), cache
+    alloc = (B + cache) * (1.0 + params.request_memory.temp_garbage_fraction)
+    decode = decode_cost(params, B, object_count)
+    insert = params.request_cpu.refill_core_s_per_object * object_count
+    etcd = etcd_work(params, B, object_count)
+    if params.features.etcd_range_stream:
+        live = stream_window_bytes(params, B, object_count) + cache
+        return RequestPlan(insert, etcd, 0.0, live, alloc, decode_core_s=decode), cache
+    return RequestPlan(decode + insert, etcd, 0.0, B + cache, alloc), cache
 
 
 def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float,

@@ -55,6 +55,20 @@ class Running:
         self.epoch = epoch
 
 
+class _Refill:
+    """A watch cache's fill in flight: its plan, the resource, the bytes the cache will keep,
+    the process incarnation it belongs to, and how many of etcd's work and its decoding are going."""
+
+    __slots__ = ("plan", "name", "cache_bytes", "epoch", "pending")
+
+    def __init__(self, plan: RequestPlan, name: str, cache_bytes: float, epoch: int) -> None:
+        self.plan = plan
+        self.name = name
+        self.cache_bytes = cache_bytes
+        self.epoch = epoch
+        self.pending = 1
+
+
 @dataclass(frozen=True, slots=True)
 class CachedResource:
     """A resource held in the watch cache: `stored_bytes` in etcd over `object_count` objects."""
@@ -216,6 +230,10 @@ class ResourceModel:
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
                     return True  # killed; the on_death hooks told the runtime
             work = plan.etcd_work * req.factors[0]
+            if plan.decode_core_s:
+                # A streamed range: decoded as etcd sends it; both must end before it goes on.
+                req.pending = 2
+                self.cpu.add(plan.decode_core_s * req.factors[1], self._after_etcd, req)
             self.etcd.read(work, self._after_etcd, req)
         else:
             self._begin_cpu(req)
@@ -224,9 +242,13 @@ class ResourceModel:
     def _after_etcd(self, req: Running) -> None:
         if req.epoch != self.process.epoch:
             return  # a range the process asked for before it died (shared etcd, FIFO)
+        req.pending -= 1
+        if req.pending:
+            return  # its streamed range is still arriving, or still being decoded
         plan = req.plan
         if plan.wait_live_bytes:
             self.memory.inflight_live -= plan.wait_live_bytes
+        req.pending = 1
         self._begin_cpu(req)
 
     def _begin_cpu(self, req: Running) -> None:
@@ -434,11 +456,18 @@ class ResourceModel:
         self._refilling = len(refill)
         for res in refill:
             plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
-            self.etcd.read(plan.etcd_work, self._refill_cpu, (plan, res.name, nbytes, epoch))
+            job = _Refill(plan, res.name, nbytes, epoch)
+            if plan.decode_core_s:
+                job.pending = 2  # a streamed range: decoded as etcd sends it
+                self.cpu.add(plan.decode_core_s, self._refill_cpu, job)
+            self.etcd.read(plan.etcd_work, self._refill_cpu, job)
 
-    def _refill_cpu(self, job: tuple[RequestPlan, str, float, int]) -> None:
-        plan, _name, _nbytes, epoch = job
+    def _refill_cpu(self, job: _Refill) -> None:
+        plan, epoch = job.plan, job.epoch
         if epoch != self.process.epoch:
+            return
+        job.pending -= 1
+        if job.pending:
             return
         mem = self.memory
         mem.inflight_live += plan.live_bytes
@@ -447,8 +476,8 @@ class ResourceModel:
             return
         self.cpu.add(plan.cpu_core_s + assist, self._refill_done, job)
 
-    def _refill_done(self, job: tuple[RequestPlan, str, float, int]) -> None:
-        plan, name, nbytes, epoch = job
+    def _refill_done(self, job: _Refill) -> None:
+        plan, name, nbytes, epoch = job.plan, job.name, job.cache_bytes, job.epoch
         if epoch != self.process.epoch:
             return
         mem = self.memory

@@ -238,7 +238,17 @@ class EtcdParams(_Params):
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
-            "has arrived (gRPC receive buffers of interleaved responses). 0: nothing until it has arrived. Fitted."
+            "has arrived (gRPC receive buffers of interleaved responses). 0: nothing until it has arrived. "
+            "With EtcdRangeStream, the share of its decoded objects a streamed range holds meanwhile. Fitted."
+        ),
+    )
+    stream_chunk_bytes: float = Field(
+        1.5 * 2**20,
+        gt=0,
+        description=(
+            "Target size of one chunk of a streamed range (EtcdRangeStream): etcd 3.7 sizes its RangeStream "
+            "chunks towards its --max-request-bytes, 1.5 MiB by default, keeping each within half to twice "
+            "that (adjustChunkLimit in server/etcdserver/v3_server.go); a chunk holds at least one object."
         ),
     )
 
@@ -593,6 +603,9 @@ class FeatureGates(_Params):
     list_from_cache_snapshot: bool = Field(True, description="ListFromCacheSnapshot (beta on 1.34): continue/exact LISTs from cache snapshots.")
     streaming_collection_encoding_to_json: bool = Field(True, description="StreamingCollectionEncodingToJSON (KEP-5116).")
     streaming_collection_encoding_to_protobuf: bool = Field(True, description="StreamingCollectionEncodingToProtobuf (KEP-5116).")
+    etcd_range_stream: bool = Field(
+        True, description="EtcdRangeStream (beta, on in 1.37; needs etcd 3.7): LISTs from etcd read the range as a stream of chunks."
+    )
 
 
 class ServerParams(_Params):

@@ -3,8 +3,8 @@
 The serving path follows the KEP-2340 table (list-memory.md §2.1, the 1.34+ column, v0.37.2
 `pkg/storage/cacher/delegator`), with the older columns reachable by turning the feature gates
 off. The cost of a request is described by a `ResponseShape` (what the response holds and what
-had to be read to build it) and a `RequestCost` (shape + path + streaming), which the
-`ResourceModel` turns into CPU, etcd work and bytes.
+had to be read to build it) and a `RequestCost` (shape + path + whether the response is streamed
+and whether an etcd range is), which the `ResourceModel` turns into CPU, etcd work and bytes.
 """
 
 from __future__ import annotations
@@ -73,18 +73,20 @@ class RequestCost:
     path: ServingPath
     shape: ResponseShape
     streaming: bool = False
+    # An etcd range read as a stream of chunks, each decoded as it arrives (EtcdRangeStream).
+    range_streamed: bool = False
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Hashed once: the model looks its plan up on every start().
-        object.__setattr__(self, "_hash", hash((self.path, self.shape, self.streaming)))
+        object.__setattr__(self, "_hash", hash((self.path, self.shape, self.streaming, self.range_streamed)))
 
     def __hash__(self) -> int:
         return self._hash
 
     def __reduce__(self) -> tuple:
         # Rebuild on unpickling: string hashes differ between processes (joblib sweeps).
-        return (RequestCost, (self.path, self.shape, self.streaming))
+        return (RequestCost, (self.path, self.shape, self.streaming, self.range_streamed))
 
 
 class InvalidListOptions(ValueError):
@@ -178,6 +180,15 @@ def is_streaming_encoded(path: ServingPath, encoding: Encoding, gates: FeatureGa
     return False
 
 
+def is_range_streamed(verb: str, path: ServingPath, opts: ListOptions, gates: FeatureGates = _DEFAULT_GATES) -> bool:
+    """Whether a LIST from etcd reads its range as a RangeStream (v0.37.2 etcd3 store's
+    `shouldStream`): with the gate on, unless it is a page (a limit) filtered by selectors, since
+    etcd cannot apply a limit to matches it does not see."""
+    if verb != "list" or path is not ServingPath.ETCD or not gates.etcd_range_stream:
+        return False
+    return not (opts.limit > 0 and _has_selectors(opts))
+
+
 def plan_request(
     verb: str,
     opts: ListOptions,
@@ -199,4 +210,5 @@ def plan_request(
     )
     if path is None:
         return None
-    return RequestCost(path, shape, is_streaming_encoded(path, shape.encoding, gates))
+    return RequestCost(path, shape, is_streaming_encoded(path, shape.encoding, gates),
+                       is_range_streamed(verb, path, opts, gates))  # fmt: skip

@@ -19,14 +19,15 @@ from simapf.server.costs import ETCD_MAX_RESPONSE_BYTES, ETCD_RESPONSE_TOO_LARGE
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
 
 OBJECT_BYTES = (1e3, 1e5, 1.5e6)  # small objects, large ones, etcd's largest
-PATHS = [
-    (ServingPath.ETCD, False),
-    (ServingPath.CACHE, False),
-    (ServingPath.CACHE, True),  # streaming-encoded (KEP-5116)
-    (ServingPath.CACHE_SNAPSHOT, True),
-    (ServingPath.WATCHLIST_STREAM, True),
+PATHS = [  # (path, streaming-encoded (KEP-5116), etcd range read as a stream (EtcdRangeStream))
+    (ServingPath.ETCD, False, False),
+    (ServingPath.ETCD, True, True),
+    (ServingPath.CACHE, False, False),
+    (ServingPath.CACHE, True, False),
+    (ServingPath.CACHE_SNAPSHOT, True, False),
+    (ServingPath.WATCHLIST_STREAM, True, False),
 ]
-FIELDS = ("cpu_core_s", "etcd_work", "live_bytes", "alloc_bytes")
+FIELDS = ("cpu_core_s", "decode_core_s", "etcd_work", "wait_live_bytes", "live_bytes", "alloc_bytes")
 FASTEST_BYTES_PER_CORE_S = 10e9  # a memcpy
 SLOWEST_BYTES_PER_CORE_S = 5e6  # well below JSON decoding's ~20 MB/s
 
@@ -37,10 +38,11 @@ def _sizes(object_bytes: float) -> np.ndarray:
     return counts * object_bytes
 
 
-def _plans(path: ServingPath, streaming: bool, object_bytes: float, encoding=Encoding.JSON, gzip=False):
+def _plans(path: ServingPath, streaming: bool, ranged: bool, object_bytes: float, encoding=Encoding.JSON, gzip=False):
     p = ServerParams(client={"accept_gzip": gzip})
     return [
-        compute_plan(p, RequestCost(path, ResponseShape(float(size), int(size / object_bytes), encoding), streaming))
+        compute_plan(p, RequestCost(path, ResponseShape(float(size), int(size / object_bytes), encoding), streaming,
+                                    ranged))  # fmt: skip
         for size in _sizes(object_bytes)
     ]
 
@@ -48,9 +50,9 @@ def _plans(path: ServingPath, streaming: bool, object_bytes: float, encoding=Enc
 @pytest.mark.parametrize("gzip", [False, True])
 @pytest.mark.parametrize("encoding", [Encoding.JSON, Encoding.PROTOBUF])
 @pytest.mark.parametrize("object_bytes", OBJECT_BYTES)
-@pytest.mark.parametrize("path,streaming", PATHS)
-def test_every_cost_grows_with_size_and_never_faster_than_linearly(path, streaming, object_bytes, encoding, gzip):
-    plans = _plans(path, streaming, object_bytes, encoding, gzip)
+@pytest.mark.parametrize("path,streaming,ranged", PATHS)
+def test_every_cost_grows_with_size_and_never_faster_than_linearly(path, streaming, ranged, object_bytes, encoding, gzip):
+    plans = _plans(path, streaming, ranged, object_bytes, encoding, gzip)
     sizes = _sizes(object_bytes)
     for field in FIELDS:
         y = np.array([getattr(plan, field) for plan in plans])
@@ -65,13 +67,21 @@ def test_every_cost_grows_with_size_and_never_faster_than_linearly(path, streami
 
 
 @pytest.mark.parametrize("object_bytes", OBJECT_BYTES)
-@pytest.mark.parametrize("path,streaming", PATHS)
-def test_per_byte_rates_are_physical(path, streaming, object_bytes):
-    big = _plans(path, streaming, object_bytes)[-1]  # about 1 GB
+@pytest.mark.parametrize("path,streaming,ranged", PATHS)
+def test_per_byte_rates_are_physical(path, streaming, ranged, object_bytes):
+    big = _plans(path, streaming, ranged, object_bytes)[-1]  # about 1 GB
     gb = _sizes(object_bytes)[-1]
     n = gb / object_bytes
-    assert 1 / FASTEST_BYTES_PER_CORE_S <= big.cpu_core_s / gb <= 1 / SLOWEST_BYTES_PER_CORE_S
-    if path is ServingPath.ETCD:
+    cpu = big.cpu_core_s + big.decode_core_s
+    assert 1 / FASTEST_BYTES_PER_CORE_S <= cpu / gb <= 1 / SLOWEST_BYTES_PER_CORE_S
+    if ranged:
+        # Decoded as it arrives, the range's bytes freed: the decoded list and its encoding,
+        # and while it arrives a few chunks besides the share decoded so far.
+        decoded = ServerParams().request_memory.etcd_decoded_multiplier * gb
+        assert decoded <= big.live_bytes <= 10 * gb
+        assert big.wait_live_bytes <= big.live_bytes + 3 * max(1.5 * 2**20, object_bytes)
+        assert 1 / FASTEST_BYTES_PER_CORE_S <= big.etcd_work / gb <= 1 / SLOWEST_BYTES_PER_CORE_S
+    elif path is ServingPath.ETCD:
         assert 1 / FASTEST_BYTES_PER_CORE_S <= big.etcd_work / gb <= 1 / SLOWEST_BYTES_PER_CORE_S
         # Holds the decoded list and its encoding: a few times the bytes, not orders more.
         assert gb <= big.live_bytes <= 10 * gb
@@ -88,10 +98,10 @@ def test_per_byte_rates_are_physical(path, streaming, object_bytes):
 
 def test_object_count_raises_cost_at_fixed_bytes():
     p = ServerParams()
-    for path, streaming in PATHS:
-        few = compute_plan(p, RequestCost(path, ResponseShape(1e8, 100), streaming))
-        many = compute_plan(p, RequestCost(path, ResponseShape(1e8, 100_000), streaming))
-        assert many.cpu_core_s > few.cpu_core_s, path
+    for path, streaming, ranged in PATHS:
+        few = compute_plan(p, RequestCost(path, ResponseShape(1e8, 100), streaming, ranged))
+        many = compute_plan(p, RequestCost(path, ResponseShape(1e8, 100_000), streaming, ranged))
+        assert many.cpu_core_s + many.decode_core_s > few.cpu_core_s + few.decode_core_s, path
         assert many.etcd_work >= few.etcd_work, path
 
 

@@ -31,6 +31,7 @@ from simapf.errors import ConfigError
 from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
+from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
 
@@ -367,7 +368,8 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
             "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
             "streaming_collection_encoding_to_json": gates.StreamingCollectionEncodingToJSON,
             "streaming_collection_encoding_to_protobuf": gates.StreamingCollectionEncodingToProtobuf,
-            "etcd_range_stream": gates.EtcdRangeStream,
+            "etcd_range_stream": (gates.EtcdRangeStream if gates.EtcdRangeStream is not None
+                                  else not sc.version_before(*RANGE_STREAM_RELEASE)),
         },
     }  # fmt: skip
     for field, section, key, value in (

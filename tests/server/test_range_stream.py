@@ -7,8 +7,11 @@ unary range's: the same work, split and overlapped.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import simapf
 from simapf.apf.types import ListOptions
 from simapf.environment import Environment
 from simapf.server import CachedResource, ResourceModel, ServerParams
@@ -17,6 +20,7 @@ from simapf.server.paths import RequestCost, ResponseShape, ServingPath, is_rang
 
 from srvhelp import S
 
+ROOT = Path(__file__).resolve().parents[2]
 ON = ServerParams().features
 OFF = ServerParams(features={"etcd_range_stream": False}).features
 
@@ -99,3 +103,15 @@ def test_a_streamed_watch_cache_fill_is_faster_and_holds_no_whole_range(ranged):
     unary, _ = refill_plan(ServerParams(features={"etcd_range_stream": False}), 100_000, 1e9)
     if ranged:
         assert plan.live_bytes < unary.live_bytes - 0.9e9
+
+
+@pytest.mark.parametrize("version, gate, streams", [
+    ("1.37", None, True), ("1.38.2", None, True), ("1.36", None, False), ("v1.33.4", None, False),
+    ("1.36", True, True), ("1.37", False, False),
+])  # fmt: skip
+def test_the_gate_follows_the_kubernetes_version_unless_set(version, gate, streams):
+    overrides = {"kubernetes.version": version}
+    if gate is not None:
+        overrides["kubernetes.feature_gates.EtcdRangeStream"] = gate
+    loaded = simapf.load_scenario(ROOT / "scenarios" / "relist-storm.yaml", overrides)
+    assert loaded.params.features.etcd_range_stream is streams

@@ -17,6 +17,11 @@ from simapf.server.params import OptionalBytes
 # Kubernetes behaviour
 
 
+# The release whose apiserver reads etcd ranges as a RangeStream by default (EtcdRangeStream,
+# beta in 1.37, with etcd 3.7): EtcdRangeStream's default follows kubernetes.version.
+RANGE_STREAM_RELEASE = (1, 37)
+
+
 class FeatureGates(StrictModel):
     """kube-apiserver and client-go feature gates that change what the simulation does
     (defaults are Kubernetes 1.37's)."""
@@ -39,12 +44,12 @@ class FeatureGates(StrictModel):
     ListFromCacheSnapshot: bool = Field(
         True, description="Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd."
     )
-    EtcdRangeStream: bool = Field(
-        True,
+    EtcdRangeStream: bool | None = Field(
+        None,
         description=(
             "LISTs served from etcd (and a watch cache's fill) read their range as etcd 3.7's RangeStream, decoding "
             "each chunk as it arrives (Beta, on in 1.37). Off: one unary range per page, as before 1.37 or with an "
-            "etcd older than 3.7 (the apiserver falls back to pages then)."
+            "etcd older than 3.7 (the apiserver falls back to pages then). null: by kubernetes.version, on from 1.37."
         ),
     )
 

@@ -4,7 +4,8 @@ simapf schedules only whole nanoseconds (every delay is an int, and runs end at 
 so the clock SimPy keeps is always an int. Saying so here lets the typed modules read it as one,
 and lets the compiled core (simapf.compiled_core) keep it unboxed.
 
-`run_until` is SimPy's `run(until=...)` loop written for that clock, and `schedule` SimPy's own:
+`run_until` is SimPy's `run(until=...)` loop written for that clock, and `schedule` SimPy's own;
+`alarm` queues a bare callback with no event object (most of what a run schedules is one):
 the compiled core compiles them with the rest, so the loop that dispatches every event and the
 call that queues it run compiled too.
 """
@@ -19,17 +20,6 @@ from simpy.core import SimTime
 from simpy.events import NORMAL, URGENT, Event, EventPriority
 
 
-class Alarm(Event):
-    """An event due at a time with one callback known when it is made: a `Timeout` without its
-    checks (`Environment.alarm`)."""
-
-    def __init__(self, env: Environment, value: Any, callback: Callable[[Event], None]) -> None:
-        self.env = env
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = value
-
-
 # A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
 _PROCESSED: Any = None
 
@@ -39,6 +29,8 @@ class Environment(simpy.Environment):
     to save a property call per event) is an int number of nanoseconds."""
 
     _now: int
+    # SimPy's events, (time, priority, id, event), and alarms, (time, priority, id, callback, arg).
+    _queue: list[Any]  # type: ignore[assignment]
 
     def __init__(self, initial_time: int = 0) -> None:
         super().__init__(initial_time)
@@ -52,12 +44,22 @@ class Environment(simpy.Environment):
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
 
-    def alarm(self, delay_ns: int, value: Any, callback: Callable[[Event], None],
+    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any,
               priority: EventPriority = NORMAL) -> None:  # fmt: skip
-        """`callback(event)` in `delay_ns`, `event._value` being `value`: with the default
-        priority, what `timeout(delay_ns, value).callbacks.append(callback)` does, in the same
-        order; events due at the same instant run by priority, then in scheduling order."""
-        self.schedule(Alarm(self, value, callback), priority, delay_ns)
+        """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
+        would run it (events due at the same instant run by priority, then in scheduling order),
+        without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,
+        arg) beside SimPy's 4-tuples (time, priority, id, event)."""
+        heappush(self._queue, (self._now + delay_ns, priority, next(self._eid), callback, arg))
+
+    def step(self) -> None:
+        """SimPy's `step`, for the alarms too (`run` without `run_until` goes through it)."""
+        if self._queue and len(self._queue[0]) == 5:
+            when, _priority, _eid, callback, arg = heappop(self._queue)
+            self._now = int(when)
+            callback(arg)
+            return
+        super().step()
 
     def run_until(self, until_ns: int) -> None:
         """What `run(until=until_ns)` does, event for event: process every event due before
@@ -68,11 +70,16 @@ class Environment(simpy.Environment):
         stop_eid = next(self._eid)  # the stop's place among events tied with it, as SimPy's
         queue = self._queue
         while queue:
-            when, priority, eid, event = queue[0]
-            if when > until_ns or (when == until_ns and (priority > URGENT or (priority == URGENT and eid > stop_eid))):
+            item = queue[0]
+            when = item[0]
+            if when > until_ns or (when == until_ns and (item[1] > URGENT or (item[1] == URGENT and item[2] > stop_eid))):
                 break
             heappop(queue)
             self._now = int(when)
+            if len(item) == 5:
+                item[3](item[4])  # an alarm
+                continue
+            event = item[3]
             callbacks = event.callbacks
             event.callbacks = _PROCESSED
             for callback in callbacks:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable
 
-import simpy
 
 from simapf.environment import Environment
 
@@ -316,10 +315,10 @@ class ProcessorSharing:
             return  # an earlier wake-up is already set; it will reschedule
         self._pending_at = at
         self._gen += 1
-        self.env.alarm(at - now, self._gen, self._timer_cb)  # wake-ups keep the order Timeouts had
+        self.env.alarm(at - now, self._timer_cb, self._gen)  # wake-ups keep the order Timeouts had
 
-    def _on_timer(self, event: simpy.Event) -> None:
-        if event._value != self._gen:
+    def _on_timer(self, gen: int) -> None:
+        if gen != self._gen:
             return
         self._pending_at = None
         now = self.env._now

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import simpy
 
 from simapf.environment import Environment
 from simapf.server.cpu import ProcessorSharing
@@ -51,10 +50,10 @@ class Link:
             return
         self._writing += 1
         delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
-        self.env.alarm(delay, (self._epoch, callback, arg), self._done_cb)
+        self.env.alarm(delay, self._done_cb, (self._epoch, callback, arg))
 
-    def _done(self, event: simpy.Event) -> None:
-        epoch, callback, arg = event._value
+    def _done(self, value: tuple[int, Callable[[Any], None], Any]) -> None:
+        epoch, callback, arg = value
         if epoch == self._epoch:
             self._writing -= 1
             callback(arg)

@@ -44,11 +44,6 @@ UNAVAILABLE = "unavailable"  # the process was down: connection refused
 FAILED = "failed"  # the process died while holding the request, or the request failed (a 500)
 
 
-def _call(event: simpy.Event) -> None:
-    fn, arg = event._value
-    fn(arg)
-
-
 class SimPyScheduler:
     """The APF core's clock on a SimPy environment (time in ns). Callbacks due at the same
     instant run by phase (the SimPy priority), then in scheduling order."""
@@ -63,7 +58,7 @@ class SimPyScheduler:
 
     def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         env = self.env
-        env.alarm(when_ns - env._now, (fn, arg), _call, cast(EventPriority, phase))
+        env.alarm(when_ns - env._now, fn, arg, cast(EventPriority, phase))
 
 
 class ServerRequest:

@@ -44,8 +44,7 @@ class Environment(simpy.Environment):
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
 
-    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any,
-              priority: EventPriority = NORMAL) -> None:  # fmt: skip
+    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL) -> None:
         """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
         would run it (events due at the same instant run by priority, then in scheduling order),
         without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,

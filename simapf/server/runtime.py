@@ -12,11 +12,9 @@ limits, a new borrowing timer) and empty watch caches that refill from etcd.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import simpy
-from simpy.core import EventPriority
 
 from simapf.apf.clock import FINISH
 from simapf.apf.config import bootstrap_objects
@@ -58,7 +56,7 @@ class SimPyScheduler:
 
     def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         env = self.env
-        env.alarm(when_ns - env._now, fn, arg, cast(EventPriority, phase))
+        env.alarm(when_ns - env._now, fn, arg, phase)
 
 
 class ServerRequest:

@@ -29,7 +29,7 @@ from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
 from simapf.workload.balancer import Connection
-from simapf.workload.cluster import GONE, Cluster
+from simapf.workload.cluster import GONE, Cluster, Position
 
 # How a logical request ended, as its client saw it. `rejected`: a 429 (other than an APF queue
 # time-out) after the retries ran out; `timed_out`: a 429 because it waited APF's queue wait limit
@@ -98,8 +98,7 @@ class Timers:
         return self.scheduler.env._now
 
     def after(self, delay_ns: int, fn: Callable, arg: object = None) -> None:
-        s = self.scheduler
-        s.call_at(s.env._now + max(0, int(delay_ns)), ARRIVAL, 0, fn, arg)
+        self.scheduler.env.alarm(max(0, int(delay_ns)), fn, arg, ARRIVAL)
 
 
 def token_bucket(spec: RateLimit | None) -> "TokenBucket | None":
@@ -207,13 +206,21 @@ def response_processor(spec: ClientProcessing | None, serial_s: float = 0.0) -> 
 
 
 class _Call:
-    __slots__ = ("attrs", "encoding", "on_result", "kw", "retries", "start_ns")
+    """One logical request of a Requester: what to send, and what became of its attempts."""
 
-    def __init__(self, attrs, encoding, on_result, kw, start_ns: int) -> None:
+    __slots__ = ("attrs", "encoding", "on_result", "selectivity", "page", "object_bytes", "since", "retries",
+                 "start_ns")  # fmt: skip
+
+    def __init__(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
+                 selectivity: float, page: int, object_bytes: float, since: Position | None,
+                 start_ns: int) -> None:  # fmt: skip
         self.attrs = attrs
         self.encoding = encoding
         self.on_result = on_result
-        self.kw = kw
+        self.selectivity = selectivity
+        self.page = page
+        self.object_bytes = object_bytes
+        self.since = since
         self.retries = 0
         self.start_ns = start_ns  # when the caller asked: before the token bucket's wait
 
@@ -239,9 +246,12 @@ class Requester:
         self.half_rtt_ns = int(round(rtt_s * NS_PER_S / 2))  # each way of a round trip
         self.conn = Connection()  # its HTTP/2 connection to an apiserver replica
 
-    def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
-           **kw) -> None:  # fmt: skip
-        self._attempt(_Call(attrs, encoding, on_result, kw, self.timers.now()))
+    def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None], *,
+           selectivity: float = 1.0, page: int = -1, object_bytes: float = 0.0,
+           since: Position | None = None) -> None:  # fmt: skip
+        """Send a request (Cluster.send's options), retrying 429s as client-go does;
+        `on_result(request)` once, with its final outcome."""
+        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.now()))
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
@@ -263,7 +273,8 @@ class Requester:
         self.stats.attempts += 1
         # The tag says whose attempt this is and which one (0 = first, k = k-th retry after a 429).
         self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec),
-                          tag=(self.client, call.retries), link=self.link, conn=self.conn, **call.kw)  # fmt: skip
+                          selectivity=call.selectivity, page=call.page, object_bytes=call.object_bytes,
+                          since=call.since, tag=(self.client, call.retries), link=self.link, conn=self.conn)  # fmt: skip
 
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:

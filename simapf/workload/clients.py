@@ -19,7 +19,7 @@ from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, token_bucket
 from simapf.workload.informer import InformerInstance
-from simapf.workload.instance import Context, Instance, stream, with_options
+from simapf.workload.instance import Context, Instance, PoissonGaps, stream, with_options
 
 
 def template_options(t: RequestTemplate) -> ListOptions:
@@ -101,14 +101,13 @@ class OpenLoopInstance(_TemplateSender):
 
     def start(self) -> None:
         spec: OpenLoopClient = self.group.spec
-        self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
-        self.mean_gap_ns = NS_PER_S / spec.rate_per_s
+        mean_gap_ns = NS_PER_S / spec.rate_per_s
+        self.constant_gap_ns = int(mean_gap_ns) if spec.arrivals == "constant" else None
+        self.gaps = PoissonGaps(stream(self.ctx.seed, spec.name, self.index, "arrivals"), mean_gap_ns)
         self.ctx.timers.after(self._gap(), self._arrive)
 
     def _gap(self) -> int:
-        if self.group.spec.arrivals == "constant":
-            return int(self.mean_gap_ns)
-        return int(self.gaps.exponential(self.mean_gap_ns))
+        return self.constant_gap_ns if self.constant_gap_ns is not None else self.gaps.next_ns()
 
     def _arrive(self, _=None) -> None:
         if not self.active:
@@ -186,13 +185,12 @@ class MutatorInstance(Instance):
 
     def start(self) -> None:
         spec: MutatorClient = self.group.spec
-        self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
+        self.gaps = PoissonGaps(stream(self.ctx.seed, spec.name, self.index, "arrivals"), NS_PER_S / spec.rate_per_s)
         self.verbs = list(spec.mix)
         w = np.array([spec.mix[v] for v in self.verbs], dtype=float)
         self.cum = np.cumsum(w / w.sum())
-        self.mean_gap_ns = NS_PER_S / spec.rate_per_s
         self.objects = self.group.resource(spec.resource)
-        self.ctx.timers.after(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
+        self.ctx.timers.after(self.gaps.next_ns(), self._arrive)
 
     def _arrive(self, _=None) -> None:
         if not self.active:
@@ -209,7 +207,7 @@ class MutatorInstance(Instance):
             name = f"obj-{int(self.rng.integers(1_000_000))}"
         attrs = self.attrs(verb, spec.resource, ns, name=name)
         self.requester.do(attrs, spec.encoding, lambda rec: self._written(rec, verb, ns or "", size), object_bytes=size)
-        self.ctx.timers.after(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
+        self.ctx.timers.after(self.gaps.next_ns(), self._arrive)
 
     def _written(self, rec: ServerRequest, verb: str, ns: str, size: float) -> None:
         if rec.outcome != OK and not (rec.outcome == FAILED and rec.reason == "network"):

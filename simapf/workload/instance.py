@@ -30,6 +30,34 @@ def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Gen
     return np.random.default_rng([seed, zlib.crc32(client.encode()), instance, zlib.crc32(purpose.encode())])
 
 
+GAPS_AT_ONCE = 1024
+
+
+class PoissonGaps:
+    """Exponential gaps of mean `mean_ns` (whole ns) from their own stream: a Poisson process.
+
+    Drawn GAPS_AT_ONCE at a time, because one numpy call per arrival costs more than the rest of
+    the arrival; numpy draws an array of them as the same numbers, in the same order, as one at
+    a time, so the arrivals do not change.
+    """
+
+    __slots__ = ("rng", "mean_ns", "_drawn", "_next")
+
+    def __init__(self, rng: np.random.Generator, mean_ns: float) -> None:
+        self.rng = rng
+        self.mean_ns = mean_ns
+        self._drawn: list[float] = []
+        self._next = 0
+
+    def next_ns(self) -> int:
+        if self._next == len(self._drawn):
+            self._drawn = self.rng.exponential(self.mean_ns, GAPS_AT_ONCE).tolist()
+            self._next = 0
+        gap = self._drawn[self._next]
+        self._next += 1
+        return int(gap)
+
+
 def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
     """User name and groups as the apiserver's authenticator would set them."""
     if identity.service_account is not None:

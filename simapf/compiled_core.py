@@ -26,7 +26,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The modules a request passes through (the engine benchmark's profile), in dependency order.
 MODULES = (
-    "environment.py", "apf/gomath.py", "apf/clock.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
+    "environment.py", "apf/types.py", "apf/gomath.py", "apf/clock.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
     "apf/estimators/work.py", "apf/controller.py",
     "server/variation.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
     "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py",

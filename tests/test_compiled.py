@@ -20,13 +20,18 @@ PACKAGE = Path(compiled_core.__file__).resolve().parent
 
 # Runs in the compiled copy: each golden run's summary, and where the modules came from.
 SCRIPT = """
-import json, sys
-import simapf.server.cpu, simapf.apf.queueset, simapf.workload.clients
+import copy, json, pickle, sys
+import simapf.server.cpu, simapf.apf.queueset, simapf.apf.types, simapf.workload.clients
+from simapf.apf.types import ListOptions, RequestAttributes
 from test_golden_runs import RUNS, summary_text
 out = sys.argv[1]
 for name, scenario, overrides in RUNS:
     open(f"{out}/{name}.json", "w").write(summary_text(scenario, overrides))
-print(json.dumps([m.__file__ for m in (simapf.server.cpu, simapf.apf.queueset, simapf.workload.clients)]))
+# Compiled frozen dataclasses still pickle and copy (as process pools and Dask send objects).
+attrs = RequestAttributes("u", ("g",), "list", list_options=ListOptions(limit=5))
+assert pickle.loads(pickle.dumps(attrs)) == attrs == copy.deepcopy(attrs) == copy.copy(attrs)
+print(json.dumps([m.__file__ for m in (simapf.server.cpu, simapf.apf.queueset, simapf.apf.types,
+                                       simapf.workload.clients)]))
 """
 
 

@@ -6,13 +6,25 @@ classification and work estimation read. `WorkEstimate` is upstream's `WorkEstim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 NS_PER_S = 1_000_000_000
 
 
+class _Rebuilt:
+    """Pickled and copied by calling the class again with the fields: a compiled frozen
+    dataclass (simapf.compiled_core) cannot have its fields set after it is made, which
+    pickle's and copy's default ways do."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
-class ListOptions:
+class ListOptions(_Rebuilt):
     """The list/watch query parameters that change serving path and cost."""
 
     resource_version: str | None = None  # None = not set ("" in upstream terms)
@@ -25,7 +37,7 @@ class ListOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestAttributes:
+class RequestAttributes(_Rebuilt):
     """One request as APF sees it: who sent it and what it asks for.
 
     `verb` is the RequestInfo verb (get, list, watch, create, update, patch, delete,
@@ -47,7 +59,7 @@ class RequestAttributes:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkEstimate:
+class WorkEstimate(_Rebuilt):
     """Seats a request occupies: `max_seats` from dispatch until release.
 
     `additional_latency_ns` is how long the final seats stay held after the handler returns.

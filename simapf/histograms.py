@@ -72,7 +72,7 @@ class Histograms:
         # Per request class (what its labels follow from), the histograms its requests go to:
         # duration, wait (execute true), wait (execute false), execution; each found in `live` at
         # its first observation, so `live` keeps the order in which label sets were first seen.
-        self._classes: dict[tuple, list] = {}
+        self._classes: dict[tuple, list[_Histogram | None]] = {}
         # (time_s, spec, label values, cumulative counts, sum): one per label set per scrape
         self.snapshots: list[tuple[float, HistogramSpec, tuple[str, ...], tuple[int, ...], float]] = []
         self._last: dict[tuple[HistogramSpec, tuple[str, ...]], tuple[tuple[int, ...], float]] = {}
@@ -97,7 +97,7 @@ class Histograms:
         if dispatched:
             self._add(hists, 3, (done_ns - dispatch_ns) / NS_PER_S, key)
 
-    def _add(self, hists: list, i: int, seconds: float, key: tuple) -> None:
+    def _add(self, hists: list[_Histogram | None], i: int, seconds: float, key: tuple) -> None:
         h = hists[i]
         if h is None:
             spec, labels = self._labels(i, key)

@@ -27,7 +27,7 @@ from simapf.apf.limits import (
     compute_limits,
 )
 from simapf.apf.queueset import NO_DEADLINE, Listener, QueueSet, Request
-from simapf.apf.types import NS_PER_S, RequestAttributes
+from simapf.apf.types import NS_PER_S, RequestAttributes, WorkEstimate
 
 DEFAULT_SERVER_CONCURRENCY = 600  # --max-requests-inflight 400 + --max-mutating-requests-inflight 200
 DEFAULT_WAIT_LIMIT_NS = 15 * NS_PER_S  # --request-timeout 60 s / 4
@@ -198,7 +198,7 @@ class APFController:
     def classify(self, attrs: RequestAttributes) -> Classification:
         return self.classifier.classify(attrs)
 
-    def estimate(self, attrs: RequestAttributes, classification: Classification):
+    def estimate(self, attrs: RequestAttributes, classification: Classification) -> WorkEstimate:
         context = self.levels[classification.priority_level].context
         context.flow_schema = classification.flow_schema
         return self.estimator.estimate(attrs, context)

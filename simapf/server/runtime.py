@@ -253,12 +253,14 @@ class SimulatedAPIServer:
 
     # APF's listener --------------------------------------------------
 
-    def dispatched(self, req) -> None:
+    def dispatched(self, req: Request) -> None:
         rec: ServerRequest = req.payload
         if rec.outcome or rec.incarnation != self.incarnation:
             return
         rec.dispatch_ns = self.env._now
-        name = rec.priority_level = req.level.name
+        level = req.level
+        assert level is not None  # a request APF dispatches has arrived at a level
+        name = rec.priority_level = level.name
         fs = rec.flow_schema = req.flow_schema
         key = (name, fs)
         self.dispatched_by_flow[key] = self.dispatched_by_flow.get(key, 0) + 1
@@ -303,11 +305,13 @@ class SimulatedAPIServer:
         error = self.model.plan(rec.cost).error if rec.cost is not None else ""
         self._end(rec, FAILED if error else OK, error)
 
-    def rejected(self, req, reason: str) -> None:
+    def rejected(self, req: Request, reason: str) -> None:
         rec: ServerRequest = req.payload
         if rec.outcome or rec.incarnation != self.incarnation:
             return
-        name = rec.priority_level = req.level.name
+        level = req.level
+        assert level is not None  # a request APF rejects has arrived at a level
+        name = rec.priority_level = level.name
         fs = rec.flow_schema = req.flow_schema
         key = (name, fs, reason)
         self.rejected_by_flow[key] = self.rejected_by_flow.get(key, 0) + 1
@@ -316,7 +320,7 @@ class SimulatedAPIServer:
         rec.retry_after_s = self.dropped.retry_after_s(name)
         self._end(rec, REJECTED, reason)
 
-    def released(self, req) -> None:
+    def released(self, req: Request) -> None:
         pass
 
     # ----------------------------------------------------------------- deaths and restarts

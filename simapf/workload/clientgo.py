@@ -27,7 +27,7 @@ from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link
-from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
+from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimPyScheduler
 from simapf.workload.balancer import Connection
 from simapf.workload.cluster import GONE, Cluster, Position
 
@@ -91,7 +91,7 @@ class Timers:
 
     __slots__ = ("scheduler",)
 
-    def __init__(self, scheduler) -> None:
+    def __init__(self, scheduler: SimPyScheduler) -> None:
         self.scheduler = scheduler
 
     def now(self) -> int:

@@ -19,7 +19,7 @@ from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, token_bucket
 from simapf.workload.informer import InformerInstance
-from simapf.workload.instance import Context, Instance, PoissonGaps, stream, with_options
+from simapf.workload.instance import Context, Instance, PoissonGaps, PreparedTemplate, stream, with_options
 
 
 def template_options(t: RequestTemplate) -> ListOptions:
@@ -35,23 +35,28 @@ class _TemplateSender(Instance):
     """Sends a RequestTemplate: a whole paged LIST counts as one request to the caller."""
 
     def send_template(self, t: RequestTemplate, on_complete: Callable[[bool], None]) -> None:
-        same = self._same.get(id(t))
-        if same is not None:
-            attrs = same[1]
-        else:
-            ns = self.pick_namespace(t.resource, t.namespace)
-            attrs = self.attrs(t.verb, t.resource, ns, template_options(t), name=self._name_for(t))
-            if t.namespace != "random" and t.verb != "get":
-                self._same[id(t)] = (t, attrs)  # the template is kept, so its id stays its own
-        opts = attrs.list_options
-        sel = t.options.selectivity
-        if t.verb == "list" and opts.limit > 0 and t.options.paginate and opts.resource_version != "0":
+        p = self._prepared.get(id(t))
+        if p is None:
+            p = self._prepared[id(t)] = self._prepare(t)
+        attrs = p.attrs if p.attrs is not None else self._draw_attrs(t)
+        sel = p.selectivity
+        if p.paged:
             self._page(attrs, t, sel, 0, on_complete)
-        elif t.verb == "watch":
-            self.requester.do(attrs, t.encoding, lambda rec: self._watch_started(rec, attrs, t, on_complete),
+        elif p.verb == "watch":
+            self.requester.do(attrs, p.encoding, lambda rec: self._watch_started(rec, attrs, t, on_complete),
                               selectivity=sel)  # fmt: skip
         else:
-            self.requester.do(attrs, t.encoding, lambda rec: on_complete(rec.outcome == OK), selectivity=sel)
+            self.requester.do(attrs, p.encoding, lambda rec: on_complete(rec.outcome == OK), selectivity=sel)
+
+    def _prepare(self, t: RequestTemplate) -> PreparedTemplate:
+        opts = template_options(t)
+        paged = t.verb == "list" and opts.limit > 0 and t.options.paginate and opts.resource_version != "0"
+        same = t.namespace != "random" and t.verb != "get"  # else each request draws its own
+        return PreparedTemplate(t, self._draw_attrs(t) if same else None, paged)
+
+    def _draw_attrs(self, t: RequestTemplate) -> RequestAttributes:
+        ns = self.pick_namespace(t.resource, t.namespace)
+        return self.attrs(t.verb, t.resource, ns, template_options(t), name=self._name_for(t))
 
     def _name_for(self, t: RequestTemplate) -> str:
         if t.verb == "get":

@@ -109,6 +109,21 @@ class Group(Protocol):
     held: deque[Instance]  # open-loop: arrivals waiting for a slot, oldest first
 
 
+class PreparedTemplate:
+    """A request template as its instance sends it. `attrs` is None when each request draws
+    its own namespace or object name; `paged`: a LIST read from etcd page by page."""
+
+    __slots__ = ("template", "attrs", "verb", "encoding", "selectivity", "paged")
+
+    def __init__(self, template: RequestTemplate, attrs: RequestAttributes | None, paged: bool) -> None:
+        self.template = template  # kept, so that its id stays its own
+        self.attrs = attrs
+        self.verb = template.verb
+        self.encoding = template.encoding
+        self.selectivity = template.options.selectivity
+        self.paged = paged
+
+
 class Instance:
     """One running client. `stop()` ends it: pending callbacks become no-ops."""
 
@@ -129,9 +144,9 @@ class Instance:
                                    cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
-        # The attributes of a template whose every request is the same (no random namespace or
-        # name to draw), built at its first request: {id(template): (template, attributes)}.
-        self._same: dict[int, tuple[RequestTemplate, RequestAttributes]] = {}
+        # What each request of a template reads of it, found at its first request (the scenario's
+        # models are slow to read from once per request): {id(template): PreparedTemplate}.
+        self._prepared: dict[int, PreparedTemplate] = {}
 
     def start(self) -> None:
         raise NotImplementedError

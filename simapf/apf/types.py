@@ -35,6 +35,12 @@ class ListOptions(_Rebuilt):
     field_selector: str = ""
     send_initial_events: bool | None = None
 
+    def __hash__(self) -> int:
+        # The hash dataclass would write (every field), here so that the compiled core compiles
+        # it too: the cluster's cost cache hashes a request's options once per request.
+        return hash((self.resource_version, self.resource_version_match, self.limit, self.continue_token,
+                     self.label_selector, self.field_selector, self.send_initial_events))
+
 
 @dataclass(frozen=True, slots=True)
 class RequestAttributes(_Rebuilt):

@@ -33,7 +33,7 @@ def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.n
 class ResourceObjects:
     """Objects of one resource, per namespace (cluster-scoped resources have one bucket, '')."""
 
-    __slots__ = ("spec", "namespaces", "counts", "bytes", "rng", "version")
+    __slots__ = ("spec", "namespaces", "counts", "bytes", "rng", "version", "key")
 
     def __init__(self, spec: Resource, rng: np.random.Generator) -> None:
         self.spec = spec
@@ -45,10 +45,7 @@ class ResourceObjects:
         self.counts = [spec.count // k + (1 if i < spec.count % k else 0) for i in range(k)]
         self.bytes = [float(sizes[i::k].sum()) for i in range(k)]
         self.version = 0  # bumped on every change: a key for cached shapes
-
-    @property
-    def key(self) -> str:
-        return self.spec.key
+        self.key = spec.key  # "name.group", as requests name it
 
     def total(self) -> tuple[int, float]:
         return sum(self.counts), sum(self.bytes)

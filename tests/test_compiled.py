@@ -23,13 +23,16 @@ SCRIPT = """
 import copy, json, pickle, sys
 import simapf.server.cpu, simapf.apf.queueset, simapf.apf.types, simapf.workload.clients
 from simapf.apf.types import ListOptions, RequestAttributes
+from simapf.server.paths import RequestCost, ResponseShape, ServingPath
 from test_golden_runs import RUNS, summary_text
 out = sys.argv[1]
 for name, scenario, overrides in RUNS:
     open(f"{out}/{name}.json", "w").write(summary_text(scenario, overrides))
 # Compiled frozen dataclasses still pickle and copy (as process pools and Dask send objects).
 attrs = RequestAttributes("u", ("g",), "list", list_options=ListOptions(limit=5))
-assert pickle.loads(pickle.dumps(attrs)) == attrs == copy.deepcopy(attrs) == copy.copy(attrs)
+cost = RequestCost(ServingPath.ETCD, ResponseShape(1000.0, 3))
+for obj in (attrs, cost):
+    assert pickle.loads(pickle.dumps(obj)) == obj == copy.deepcopy(obj) == copy.copy(obj)
 print(json.dumps([m.__file__ for m in (simapf.server.cpu, simapf.apf.queueset, simapf.apf.types,
                                        simapf.workload.clients)]))
 """

@@ -12,7 +12,7 @@ from typing import Any
 NS_PER_S = 1_000_000_000
 
 
-class _Rebuilt:
+class PickledByFields:
     """Pickled and copied by calling the class again with the fields: a compiled frozen
     dataclass (simapf.compiled_core) cannot have its fields set after it is made, which
     pickle's and copy's default ways do."""
@@ -24,7 +24,7 @@ class _Rebuilt:
 
 
 @dataclass(frozen=True, slots=True)
-class ListOptions(_Rebuilt):
+class ListOptions(PickledByFields):
     """The list/watch query parameters that change serving path and cost."""
 
     resource_version: str | None = None  # None = not set ("" in upstream terms)
@@ -43,7 +43,7 @@ class ListOptions(_Rebuilt):
 
 
 @dataclass(frozen=True, slots=True)
-class RequestAttributes(_Rebuilt):
+class RequestAttributes(PickledByFields):
     """One request as APF sees it: who sent it and what it asks for.
 
     `verb` is the RequestInfo verb (get, list, watch, create, update, patch, delete,
@@ -65,7 +65,7 @@ class RequestAttributes(_Rebuilt):
 
 
 @dataclass(frozen=True, slots=True)
-class WorkEstimate(_Rebuilt):
+class WorkEstimate(PickledByFields):
     """Seats a request occupies: `max_seats` from dispatch until release.
 
     `additional_latency_ns` is how long the final seats stay held after the handler returns.

@@ -31,7 +31,7 @@ from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.process import ProcessState, ServerProcessState
-from simapf.server.variation import WorkVariation
+from simapf.server.variation import Factors, WorkVariation
 
 DoneCallback = Callable[[int], None]
 
@@ -45,7 +45,7 @@ class Running:
 
     __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch")
 
-    def __init__(self, plan: RequestPlan, on_done: DoneCallback, factors: tuple[float, float, float],
+    def __init__(self, plan: RequestPlan, on_done: DoneCallback, factors: Factors,
                  link: Link | None, epoch: int) -> None:  # fmt: skip
         self.plan = plan
         self.on_done = on_done

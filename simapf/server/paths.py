@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from simapf.apf.types import ListOptions
+from simapf.apf.types import ListOptions, PickledByFields
 from simapf.server.params import FeatureGates
 
 _DEFAULT_GATES = FeatureGates()
@@ -34,7 +34,7 @@ class Encoding(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class ResponseShape:
+class ResponseShape(PickledByFields):
     """What a response holds and what the server read to build it.
 
     `objects_read`/`bytes_read` exceed `objects_returned`/`response_bytes` when selectors filter

@@ -23,6 +23,9 @@ STAGES = 3  # factors per request: its etcd range, its CPU, its client's reading
 BLOCK = 4096  # requests whose factors are drawn at once: one numpy call per request would dominate
 KEPT_BLOCKS = 8  # blocks kept; an evicted one is drawn again, to the same numbers, if asked for
 DEFAULT_SEED = 20250624  # without a generator of its own, every model draws the same factors
+# A request's STAGES factors. Typed as any length so that the compiled core passes the tuple on as
+# it is, instead of unpacking three floats and boxing them into a new tuple per request.
+Factors = tuple[float, ...]
 
 
 class WorkVariation:
@@ -37,10 +40,10 @@ class WorkVariation:
     def __init__(self, cv: float, rng: np.random.Generator | None = None) -> None:
         self._seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
         self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
-        self._blocks: dict[int, list[tuple[float, float, float]]] = {}
-        self._ones: tuple[float, float, float] = (1.0, 1.0, 1.0)  # STAGES of them
+        self._blocks: dict[int, list[Factors]] = {}
+        self._ones: Factors = (1.0, 1.0, 1.0)  # STAGES of them
 
-    def factors(self, key: int) -> tuple[float, float, float]:
+    def factors(self, key: int) -> Factors:
         """The factors of request number `key` (>= 0): its etcd range, its CPU, its client's reading."""
         if not self._shape:
             return self._ones

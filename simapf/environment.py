@@ -13,7 +13,7 @@ call that queues it run compiled too.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any, Callable
+from typing import Any, Callable, Final, Iterator
 
 import simpy
 from simpy.core import SimTime
@@ -22,6 +22,29 @@ from simpy.events import NORMAL, URGENT, Event, EventPriority
 
 # A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
 _PROCESSED: Any = None
+NORMAL_PRIORITY: Final = 1  # simpy.events.NORMAL, a constant the compiled core can inline
+
+
+class Clock:
+    """The simulated time and the alarms due: what every component reads (`now`) or sets
+    (`alarm`) several times per request. A plain object of its own rather than the SimPy
+    environment's attributes, so that the compiled core reads and writes it natively.
+    `Environment` keeps it: it shares SimPy's queue and event counter, and its time is the
+    environment's."""
+
+    __slots__ = ("now", "queue", "eid")
+
+    def __init__(self, now: int, queue: list[Any], eid: Iterator[int]) -> None:
+        self.now = now
+        self.queue = queue
+        self.eid = eid
+
+    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL_PRIORITY) -> None:
+        """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
+        would run it (events due at the same instant run by priority, then in scheduling order),
+        without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,
+        arg) beside SimPy's 4-tuples (time, priority, id, event)."""
+        heappush(self.queue, (self.now + delay_ns, priority, next(self.eid), callback, arg))
 
 
 class Environment(simpy.Environment):
@@ -34,6 +57,7 @@ class Environment(simpy.Environment):
 
     def __init__(self, initial_time: int = 0) -> None:
         super().__init__(initial_time)
+        self.clock = Clock(initial_time, self._queue, self._eid)
 
     @property
     def now(self) -> int:
@@ -44,20 +68,20 @@ class Environment(simpy.Environment):
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
 
-    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL) -> None:
-        """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
-        would run it (events due at the same instant run by priority, then in scheduling order),
-        without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,
-        arg) beside SimPy's 4-tuples (time, priority, id, event)."""
-        heappush(self._queue, (self._now + delay_ns, priority, next(self._eid), callback, arg))
+    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL_PRIORITY) -> None:
+        """`Clock.alarm`."""
+        self.clock.alarm(delay_ns, callback, arg, priority)
 
     def step(self) -> None:
         """SimPy's `step`, for the alarms too (`run` without `run_until` goes through it)."""
-        if self._queue and len(self._queue[0]) == 5:
-            when, _priority, _eid, callback, arg = heappop(self._queue)
-            self._now = int(when)
-            callback(arg)
-            return
+        queue = self._queue
+        if queue:
+            self.clock.now = int(queue[0][0])  # before the next event's callbacks read it
+            if len(queue[0]) == 5:
+                when, _priority, _eid, callback, arg = heappop(queue)
+                self._now = int(when)
+                callback(arg)
+                return
         super().step()
 
     def run_until(self, until_ns: int) -> None:
@@ -68,13 +92,14 @@ class Environment(simpy.Environment):
             raise ValueError(f"until ({until_ns}) must be greater than the current simulation time")
         stop_eid = next(self._eid)  # the stop's place among events tied with it, as SimPy's
         queue = self._queue
+        clock = self.clock
         while queue:
             item = queue[0]
             when = item[0]
             if when > until_ns or (when == until_ns and (item[1] > URGENT or (item[1] == URGENT and item[2] > stop_eid))):
                 break
             heappop(queue)
-            self._now = int(when)
+            self._now = clock.now = int(when)
             if len(item) == 5:
                 item[3](item[4])  # an alarm
                 continue
@@ -89,4 +114,4 @@ class Environment(simpy.Environment):
                 raised = type(failure)(*failure.args)
                 raised.__cause__ = failure
                 raise raised
-        self._now = until_ns
+        self._now = clock.now = until_ns

@@ -44,7 +44,7 @@ class ProcessorSharing:
     """
 
     __slots__ = (
-        "env", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
+        "env", "clock", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
         "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
         "_req_core_s", "_gc_core_s",
@@ -64,6 +64,7 @@ class ProcessorSharing:
         if cores <= 0:
             raise ValueError("cores must be positive")
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.procs = float(procs) if procs is not None else float(cores)
         self.cores = min(float(cores), self.procs)
         self.gc_threads = float(gc_threads)
@@ -161,7 +162,7 @@ class ProcessorSharing:
         `foreign` marks work of another process sharing the cores (a co-located client reading
         a response): it competes like a request but its CPU is counted apart
         (`foreign_core_seconds`), not as this process's."""
-        now = self.env._now
+        now = self.clock.now
         if now != self._t:
             self._advance(now)
         if self._k == 0 and not self._heap:
@@ -179,7 +180,7 @@ class ProcessorSharing:
         """Start a mark phase of `work_core_s` core-seconds; `callback(arg)` when done."""
         if self._gc_on:
             raise RuntimeError("a GC mark phase is already running")
-        now = self.env._now
+        now = self.clock.now
         self._advance(now)
         self._gc_on = True
         self._gc_rem = work_core_s
@@ -193,14 +194,14 @@ class ProcessorSharing:
         """Core-seconds of mark work left (0 when no mark phase runs)."""
         if not self._gc_on:
             return 0.0
-        self._advance(self.env._now)
+        self._advance(self.clock.now)
         return self._gc_rem
 
     def gc_done_elsewhere(self, work_core_s: float) -> None:
         """Mark work done outside the dedicated workers (assists): the phase ends sooner."""
         if not self._gc_on or work_core_s <= 0:
             return
-        now = self.env._now
+        now = self.clock.now
         self._advance(now)
         self._gc_rem -= work_core_s
         if self._gc_rem < 0.0:
@@ -234,22 +235,22 @@ class ProcessorSharing:
 
     def request_core_seconds(self) -> float:
         """CPU used by request jobs since the start (includes assist work they were given)."""
-        self._advance(self.env._now)
+        self._advance(self.clock.now)
         return self._req_core_s
 
     def gc_core_seconds(self) -> float:
         """CPU used by mark workers since the start."""
-        self._advance(self.env._now)
+        self._advance(self.clock.now)
         return self._gc_core_s
 
     def foreign_core_seconds(self) -> float:
         """CPU used by foreign jobs (other processes on the same cores) since the start."""
-        self._advance(self.env._now)
+        self._advance(self.clock.now)
         return self._foreign_core_s
 
     def clear(self) -> None:
         """Drop every job and the mark phase without calling back (the process died)."""
-        self._advance(self.env._now)
+        self._advance(self.clock.now)
         self._heap.clear()
         self._k = 0
         self._kf = 0
@@ -270,7 +271,7 @@ class ProcessorSharing:
         if not kept:
             self.clear()  # nothing goes on: exactly a dead process's clear
             return
-        now = self.env._now
+        now = self.clock.now
         self._advance(now)
         if len(kept) == len(self._heap):
             return
@@ -315,13 +316,13 @@ class ProcessorSharing:
             return  # an earlier wake-up is already set; it will reschedule
         self._pending_at = at
         self._gen += 1
-        self.env.alarm(at - now, self._timer_cb, self._gen)  # wake-ups keep the order Timeouts had
+        self.clock.alarm(at - now, self._timer_cb, self._gen)  # wake-ups keep the order Timeouts had
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._gen:
             return
         self._pending_at = None
-        now = self.env._now
+        now = self.clock.now
         self._advance(now)
         heap = self._heap
         done = []
@@ -357,4 +358,4 @@ class ProcessorSharing:
                     gc_cb(gc_arg)
         finally:
             self._dispatching = False
-        self._schedule(self.env._now)
+        self._schedule(self.clock.now)

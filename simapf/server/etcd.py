@@ -50,11 +50,12 @@ def range_work(params: EtcdParams, stored_bytes: float, objects: int = 0) -> flo
 
 
 class EtcdModel:
-    __slots__ = ("params", "env", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners")
+    __slots__ = ("params", "env", "clock", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners")
 
     def __init__(self, env: Environment, params: EtcdParams) -> None:
         self.params = params
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         c = params.concurrency
         self._fifo = params.discipline == "fifo"
         self._ps = None if self._fifo else ProcessorSharing(env, cores=c, procs=c)
@@ -81,7 +82,7 @@ class EtcdModel:
     # ------------------------------------------------------------------ FIFO
 
     def _integrate(self) -> None:
-        now = self.env._now
+        now = self.clock.now
         self._busy_s += self._busy * (now - self._t_busy) / NS
         self._t_busy = now
 

@@ -41,7 +41,7 @@ INF = float("inf")
 
 class GoGC:
     __slots__ = (
-        "env", "params", "memory", "cpu", "G", "memlimit", "roots", "mark_rate", "fixed",
+        "env", "clock", "params", "memory", "cpu", "G", "memlimit", "roots", "mark_rate", "fixed",
         "heap_min", "procs", "u_goal",
         "marking", "enabled", "goal", "trigger", "heap_marked", "cycles", "forced_cycles",
         "alloc_during_mark", "assist_core_s_total", "last_mark_ns", "max_mark_ns",
@@ -54,6 +54,7 @@ class GoGC:
         self, env: Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
     ) -> None:
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.params = params
         self.memory = memory
         self.cpu = cpu
@@ -90,7 +91,7 @@ class GoGC:
         self._cons_hist = [0.0, 0.0, 0.0, 0.0]
         self._cons_mark = 0.0
         self._last_goal = 0.0
-        self._last_end_ns = self.env._now
+        self._last_end_ns = self.clock.now
         self.last_mark_ns = 0
         self._bucket = 0.0
         self._limiter_sync()
@@ -174,7 +175,7 @@ class GoGC:
     def start_cycle(self, forced: bool = False) -> None:
         if self.marking or not self.enabled:
             return
-        now = self.env._now
+        now = self.clock.now
         mem = self.memory
         self.marking = True
         if forced:
@@ -234,7 +235,7 @@ class GoGC:
     def _mark_done(self, _arg: object = None) -> None:
         if not self.marking:
             return
-        now = self.env._now
+        now = self.clock.now
         mem = self.memory
         peak_in_use = mem.heap_live
         marked = self._scan - self.roots + self.alloc_during_mark

@@ -48,7 +48,7 @@ class Pacer(Protocol):
 
 class MemoryModel:
     __slots__ = (
-        "env", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
+        "env", "clock", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill",
@@ -56,6 +56,7 @@ class MemoryModel:
 
     def __init__(self, env: Environment, params: ServerParams) -> None:
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         p = params.process
         self.nonheap_bytes = p.nonheap_bytes
         self.meta = 1.0 + p.heap_metadata_fraction
@@ -86,7 +87,7 @@ class MemoryModel:
         self.heap_free = 0.0
         self.lazy_free = 0.0
         self.retained_goal = float("inf")
-        self._scav_t = self.env._now
+        self._scav_t = self.clock.now
         rss = self.rss_bytes()
         if rss > self.peak_rss:
             self.peak_rss = rss
@@ -186,7 +187,7 @@ class MemoryModel:
     def scavenge(self) -> None:
         """Bring the background scavenger up to now: release free pages above the retained
         goal at `scavenge_rate` bytes per second of elapsed time."""
-        now = self.env._now
+        now = self.clock.now
         dt = (now - self._scav_t) * _INV_NS
         self._scav_t = now
         free = self.heap_free

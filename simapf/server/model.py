@@ -122,6 +122,7 @@ class ResourceModel:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
         default its own, from `params.etcd`)."""
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
         # The idle process's own work (baseline_cores) runs all the time: requests share the rest.
@@ -313,7 +314,7 @@ class ResourceModel:
             return
         self.memory.inflight_live -= plan.write_live_bytes
         self.completed += 1
-        req.on_done(self.env._now)
+        req.on_done(self.clock.now)
 
     def _read(self, req: Running) -> None:
         delay = req.plan.write_delay_ns
@@ -331,7 +332,7 @@ class ResourceModel:
         self.memory.inflight_live -= req.plan.write_live_bytes
         self.writing -= 1
         self.completed += 1
-        req.on_done(self.env._now)
+        req.on_done(self.clock.now)
 
     # ------------------------------------------------------------------ watch cache
 
@@ -402,7 +403,7 @@ class ResourceModel:
         """Kill the process now (an outage in a scenario); it restarts after `restart_s`."""
         if not self._up:
             return
-        now = self.env._now
+        now = self.clock.now
         self._up = False
         self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
@@ -435,7 +436,7 @@ class ResourceModel:
     def _restart(self, event: simpy.Event) -> None:
         if event._value != self.process.epoch or self._up:
             return
-        now = self.env._now
+        now = self.clock.now
         self._up = True
         self._up_since_ns = now
         self.memory.start_process(self.params.process.live_heap_bytes + self.crd_bytes)
@@ -487,12 +488,12 @@ class ResourceModel:
         self._ready.add(name)
         self._refilling -= 1
         if self._refilling == 0:
-            self.process.became_ready(self.env._now)
+            self.process.became_ready(self.clock.now)
 
     # ------------------------------------------------------------------ observation
 
     def snapshot(self) -> ServerSnapshot:
-        now = self.env._now
+        now = self.clock.now
         mem = self.memory
         gc = self.gc
         cpu = self.cpu

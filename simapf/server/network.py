@@ -24,13 +24,14 @@ class Link:
     """Responses to one client group: each at most `stream_bytes_per_s`, together at most
     `link_bytes_per_s` (None: no shared limit)."""
 
-    __slots__ = ("env", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
+    __slots__ = ("env", "clock", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
 
     def __init__(self, env: Environment, stream_bytes_per_s: float,
                  link_bytes_per_s: float | None = None) -> None:  # fmt: skip
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.stream_bytes_per_s = float(stream_bytes_per_s)
         self.link_bytes_per_s = link_bytes_per_s
         # With a shared limit, work is in seconds of one stream at full pace and the link serves
@@ -50,7 +51,7 @@ class Link:
             return
         self._writing += 1
         delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
-        self.env.alarm(delay, self._done_cb, (self._epoch, callback, arg))
+        self.clock.alarm(delay, self._done_cb, (self._epoch, callback, arg))
 
     def _done(self, value: tuple[int, Callable[[Any], None], Any]) -> None:
         epoch, callback, arg = value

@@ -46,17 +46,18 @@ class SimPyScheduler:
     """The APF core's clock on a SimPy environment (time in ns). Callbacks due at the same
     instant run by phase (the SimPy priority), then in scheduling order."""
 
-    __slots__ = ("env",)
+    __slots__ = ("env", "clock")
 
     def __init__(self, env: Environment) -> None:
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
 
     def now(self) -> int:
-        return self.env._now
+        return self.clock.now
 
     def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
-        env = self.env
-        env.alarm(when_ns - env._now, fn, arg, phase)
+        clock = self.clock
+        clock.alarm(when_ns - clock.now, fn, arg, phase)
 
 
 class ServerRequest:
@@ -121,6 +122,7 @@ class SimulatedAPIServer:
         `replica`: its number among the apiserver replicas; `etcd`: the etcd they share (by
         default one of its own)."""
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.replica = replica
         self.admission = admission
         self.scheduler = SimPyScheduler(env)
@@ -194,7 +196,7 @@ class SimulatedAPIServer:
         to its client (simapf.server.network): the handler returns once its response has gone."""
         if cost is None and service_ns is None:
             raise ValueError("a request needs a cost or a service time")
-        rec = ServerRequest(attrs, cost, service_ns, on_done, self.env._now, tag, link)
+        rec = ServerRequest(attrs, cost, service_ns, on_done, self.clock.now, tag, link)
         if not self.model.up:
             self._end(rec, UNAVAILABLE, "down")
             return rec
@@ -217,7 +219,7 @@ class SimulatedAPIServer:
                outcome: str, reason: str, retry_after_s: int | None = None) -> None:
         """End a request before APF sees it: no process listens (UNAVAILABLE), or the watch
         cache it needs is refilling (REJECTED, with a Retry-After)."""
-        rec = ServerRequest(attrs, None, 0, on_done, self.env._now, tag)
+        rec = ServerRequest(attrs, None, 0, on_done, self.clock.now, tag)
         if retry_after_s is not None:
             rec.retry_after_s = retry_after_s
         self._end(rec, outcome, reason)
@@ -225,7 +227,7 @@ class SimulatedAPIServer:
     def _end(self, rec: ServerRequest, outcome: str, reason: str = "") -> None:
         rec.outcome = outcome
         rec.reason = reason
-        rec.done_ns = self.env._now
+        rec.done_ns = self.clock.now
         # APF's record of the request points back at it (its payload): dropping ours once the
         # request has ended lets reference counting free both, instead of Python's cycle
         # collector, whose full collections over a busy run's objects cost a fifth of its time.
@@ -257,7 +259,7 @@ class SimulatedAPIServer:
         rec: ServerRequest = req.payload
         if rec.outcome or rec.incarnation != self.incarnation:
             return
-        rec.dispatch_ns = self.env._now
+        rec.dispatch_ns = self.clock.now
         level = req.level
         assert level is not None  # a request APF dispatches has arrived at a level
         name = rec.priority_level = level.name
@@ -272,7 +274,7 @@ class SimulatedAPIServer:
                 def admitted(reason: str) -> None:
                     self._admitted(rec, req, reason)
 
-                self.admission.admit(hooks, self.env._now, admitted)
+                self.admission.admit(hooks, self.clock.now, admitted)
                 return
         self._run_handler(rec, req)
 
@@ -288,7 +290,7 @@ class SimulatedAPIServer:
     def _run_handler(self, rec: ServerRequest, req: Request) -> None:
         cost = rec.cost
         if rec.service_ns is not None or cost is None:  # a fixed service time
-            self.scheduler.call_at(self.env._now + (rec.service_ns or 0), FINISH, req.seq, self._handler_returned, req)
+            self.scheduler.call_at(self.clock.now + (rec.service_ns or 0), FINISH, req.seq, self._handler_returned, req)
             return
 
         def handler_returned(_now_ns: int) -> None:
@@ -315,7 +317,7 @@ class SimulatedAPIServer:
         fs = rec.flow_schema = req.flow_schema
         key = (name, fs, reason)
         self.rejected_by_flow[key] = self.rejected_by_flow.get(key, 0) + 1
-        now = self.env._now
+        now = self.clock.now
         self.dropped.record(name, now)
         rec.retry_after_s = self.dropped.retry_after_s(name)
         self._end(rec, REJECTED, reason)

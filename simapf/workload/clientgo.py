@@ -89,16 +89,17 @@ class ClientStats:
 class Timers:
     """Callbacks at a delay on the simulation clock."""
 
-    __slots__ = ("scheduler",)
+    __slots__ = ("scheduler", "clock")
 
     def __init__(self, scheduler: SimPyScheduler) -> None:
         self.scheduler = scheduler
+        self.clock = scheduler.clock
 
     def now(self) -> int:
-        return self.scheduler.env._now
+        return self.clock.now
 
     def after(self, delay_ns: int, fn: Callable, arg: object = None) -> None:
-        self.scheduler.env.alarm(max(0, int(delay_ns)), fn, arg, ARRIVAL)
+        self.clock.alarm(max(0, int(delay_ns)), fn, arg, ARRIVAL)
 
 
 def token_bucket(spec: RateLimit | None) -> "TokenBucket | None":

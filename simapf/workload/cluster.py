@@ -55,6 +55,7 @@ class Cluster:
     def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         self.servers = servers
         self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory
@@ -104,7 +105,7 @@ class Cluster:
         if not self.network_up:
             self._refuse(attrs, on_done, tag)
             return
-        now = self.env._now
+        now = self.clock.now
         if now - self._last_stats_ns >= STATS_REFRESH_NS:
             self._last_stats_ns = now
             self.inventory.refresh_stats()
@@ -140,11 +141,11 @@ class Cluster:
         on_done(rec)
 
     def _refuse(self, attrs: RequestAttributes, on_done: Done, tag: object) -> None:
-        rec = ServerRequest(attrs, None, 0, on_done, self.env._now, tag)
+        rec = ServerRequest(attrs, None, 0, on_done, self.clock.now, tag)
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
-        rec.done_ns = self.env._now
-        self.servers[0].scheduler.call_at(self.env._now, ARRIVAL, 0, on_done, rec)
+        rec.done_ns = self.clock.now
+        self.servers[0].scheduler.call_at(self.clock.now, ARRIVAL, 0, on_done, rec)
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
@@ -225,7 +226,7 @@ class Cluster:
 
     def position(self, rec: ServerRequest) -> Position:
         """The resourceVersion a successful response `rec` gave its client, as a Position."""
-        return (self.env._now, rec.replica, rec.incarnation)
+        return (self.clock.now, rec.replica, rec.incarnation)
 
     def _resumable(self, since: Position, server: SimulatedAPIServer) -> bool:
         """Whether `server` can resume a watch from `since` (else it answers 410 Gone). Its
@@ -241,7 +242,7 @@ class Cluster:
         for start, end, policy in self.forced_relists:
             if start <= since_ns <= end:
                 return policy == "never"
-        return self.env._now - since_ns <= WATCH_HISTORY_NS
+        return self.clock.now - since_ns <= WATCH_HISTORY_NS
 
     def open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None],
                    rec: ServerRequest) -> OpenWatch:  # fmt: skip
@@ -254,7 +255,7 @@ class Cluster:
         if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(self._watch_bytes):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
-            server.scheduler.call_at(self.env._now, ARRIVAL, 0, on_broken, "server-died" if self.network_up else "network")
+            server.scheduler.call_at(self.clock.now, ARRIVAL, 0, on_broken, "server-died" if self.network_up else "network")
             return w
         w.token = server.watch_tracker.register(attrs)
         self._watches[rec.replica].setdefault(w.resource, {})[w] = None
@@ -334,7 +335,7 @@ class Cluster:
         self.network_epoch += 1
         self.balancer.network_failed()
         if relist != "auto":
-            self.forced_relists.append((self.env._now, end_ns if end_ns is not None else self.env._now, relist))
+            self.forced_relists.append((self.clock.now, end_ns if end_ns is not None else self.clock.now, relist))
         self.break_watches("network")
 
     def network_restored(self) -> None:

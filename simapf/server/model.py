@@ -148,7 +148,7 @@ class ResourceModel:
         self._cache_bytes: dict[str, float] = {}
         self._ready: set[str] = set()
         self._refilling = 0
-        self._up = True
+        self.up = True  # the process runs (False from its death to its restart)
         self.completed = 0
         self._started = 0
         self.writing = 0  # responses a co-located client is still reading
@@ -187,7 +187,7 @@ class ResourceModel:
     def hold(self, nbytes: float) -> bool:
         """`nbytes` stay live in flight (a request, an open watch) until `release(nbytes)`.
         Returns False if the allocation killed the process (then nothing is held)."""
-        if nbytes and self._up:
+        if nbytes and self.up:
             mem = self.memory
             mem.inflight_live += nbytes
             if mem.allocate(nbytes) < 0.0:
@@ -196,7 +196,7 @@ class ResourceModel:
 
     def release(self, nbytes: float) -> None:
         """What `hold(nbytes)` held is freed (not called for a process that died since)."""
-        if self._up:
+        if self.up:
             self.memory.inflight_live -= nbytes
 
     def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None,
@@ -211,7 +211,7 @@ class ResourceModel:
         Returns False (and never calls back) when the process is down. If the process dies
         while the request runs, `on_done` is not called; `process.on_death` hooks fire instead.
         """
-        if not self._up:
+        if not self.up:
             return False
         plan = self._plans.get(cost)
         if plan is None:
@@ -344,7 +344,7 @@ class ResourceModel:
             old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
             self._resources[res.name] = res
             self._cache_bytes[res.name] = nbytes
-            if self._up:
+            if self.up:
                 self._add_base(nbytes - old)
                 self._ready.add(res.name)
         self._check_start(before)
@@ -354,7 +354,7 @@ class ResourceModel:
         process of this apiserver holds from its start (call at the start)."""
         before = self.memory.rss_bytes()
         self.crd_bytes += nbytes
-        if self._up:
+        if self.up:
             self._add_base(nbytes)
         self._check_start(before)
 
@@ -362,7 +362,7 @@ class ResourceModel:
         """CRDs created now: their serving structures are allocated (which may start a GC cycle
         or end in an OOM kill) and stay live; a restarted process builds them again."""
         self.crd_bytes += nbytes
-        if self._up:
+        if self.up:
             mem = self.memory
             mem.base_live += nbytes
             mem.allocate(nbytes)
@@ -377,7 +377,7 @@ class ResourceModel:
         # What does not fit in the container at the start kills the process as an allocation
         # would (and the same after each restart: a crash loop).
         limit = self.params.process.memory_limit_bytes
-        if self._up and limit is not None and self.memory.rss_bytes() > limit:
+        if self.up and limit is not None and self.memory.rss_bytes() > limit:
             self.memory.rss_before_kill = before
             self._oom()
 
@@ -392,19 +392,15 @@ class ResourceModel:
     # ------------------------------------------------------------------ life and death
 
     @property
-    def up(self) -> bool:
-        return self._up
-
-    @property
     def state(self) -> ProcessState:
         return self.process.state
 
     def kill(self, reason: str = "killed") -> None:
         """Kill the process now (an outage in a scenario); it restarts after `restart_s`."""
-        if not self._up:
+        if not self.up:
             return
         now = self.clock.now
-        self._up = False
+        self.up = False
         self._up_s_before += (now - self._up_since_ns) / NS
         self.cpu.clear()
         self.openapi.process_died()
@@ -434,10 +430,10 @@ class ResourceModel:
         self.kill("oom")
 
     def _restart(self, event: simpy.Event) -> None:
-        if event._value != self.process.epoch or self._up:
+        if event._value != self.process.epoch or self.up:
             return
         now = self.clock.now
-        self._up = True
+        self.up = True
         self._up_since_ns = now
         self.memory.start_process(self.params.process.live_heap_bytes + self.crd_bytes)
         self.gc.reset()
@@ -497,20 +493,20 @@ class ResourceModel:
         mem = self.memory
         gc = self.gc
         cpu = self.cpu
-        if self._up:
+        if self.up:
             mem.scavenge()
         req_cpu = cpu.request_core_seconds()
         gc_cpu = cpu.gc_core_seconds() + gc.assist_core_s_total
-        up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self._up else 0.0)
+        up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self.up else 0.0)
         return ServerSnapshot(
             t_ns=now,
-            up=self._up,
+            up=self.up,
             state=self.process.state.value,
             rss_bytes=mem.rss_bytes(),
             heap_inuse_bytes=mem.heap_live,
             heap_free_bytes=mem.heap_free,
-            heap_goal_bytes=gc.goal if self._up else 0.0,
-            heap_trigger_bytes=gc.trigger if self._up else 0.0,
+            heap_goal_bytes=gc.goal if self.up else 0.0,
+            heap_trigger_bytes=gc.trigger if self.up else 0.0,
             live_bytes=mem.live_bytes,
             inflight_live_bytes=mem.inflight_live,
             garbage_bytes=mem.garbage_bytes,

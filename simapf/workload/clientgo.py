@@ -252,13 +252,13 @@ class Requester:
            since: Position | None = None) -> None:  # fmt: skip
         """Send a request (Cluster.send's options), retrying 429s as client-go does;
         `on_result(request)` once, with its final outcome."""
-        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.now()))
+        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.clock.now))
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
             return
         if self.bucket is not None:
-            wait = self.bucket.reserve(self.timers.now())
+            wait = self.bucket.reserve(self.timers.clock.now)
             if wait:
                 self.stats.throttle_wait_ns += wait
                 self.timers.after(wait + self.half_rtt_ns, self._send, call)
@@ -289,7 +289,7 @@ class Requester:
         if not self.active:
             return
         call, rec = arg
-        now = self.timers.now()
+        now = self.timers.clock.now
         if self.processor is not None:
             # The client decodes and handles the response first; only then does it act on it.
             delay, work = self.processor.take(rec, now)

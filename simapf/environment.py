@@ -4,10 +4,11 @@ simapf schedules only whole nanoseconds (every delay is an int, and runs end at 
 so the clock SimPy keeps is always an int. Saying so here lets the typed modules read it as one,
 and lets the compiled core (simapf.compiled_core) keep it unboxed.
 
-`run_until` is SimPy's `run(until=...)` loop written for that clock, and `schedule` SimPy's own;
-`alarm` queues a bare callback with no event object (most of what a run schedules is one):
-the compiled core compiles them with the rest, so the loop that dispatches every event and the
-call that queues it run compiled too.
+`Clock` is what the components hold: the time (`now`) and `alarm`, which queues a bare callback
+with no event object (most of what a run schedules is one). `run_until` is SimPy's
+`run(until=...)` loop written for that clock, and `schedule` SimPy's own: the compiled core
+compiles them with the rest, so the loop that dispatches every event and the calls that queue
+them run compiled too.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ class Clock:
 
 
 class Environment(simpy.Environment):
-    """A `simpy.Environment` whose time (`now`, and `_now`, which the hot paths read directly
-    to save a property call per event) is an int number of nanoseconds."""
+    """A `simpy.Environment` whose time is an int number of nanoseconds, kept in its `clock` too
+    (the components read `clock.now`; SimPy's own objects read `now`)."""
 
     _now: int
     # SimPy's events, (time, priority, id, event), and alarms, (time, priority, id, callback, arg).
@@ -67,10 +68,6 @@ class Environment(simpy.Environment):
     def schedule(self, event: Event, priority: EventPriority = NORMAL, delay: SimTime = 0) -> None:
         """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
-
-    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL_PRIORITY) -> None:
-        """`Clock.alarm`."""
-        self.clock.alarm(delay_ns, callback, arg, priority)
 
     def step(self) -> None:
         """SimPy's `step`, for the alarms too (`run` without `run_until` goes through it)."""

@@ -8,10 +8,10 @@ r = min(1, N/k) for k jobs on N cores.
 Cost per event is O(log n) with a virtual-work clock: V(t) = service one request has received
 since V was last reset, dV/dt = r. A job arriving at V0 with work w finishes when V reaches
 V0 + w, whatever happens to r meanwhile, so the heap of (V_finish, seq) never needs rekeying.
-One SimPy timeout is pending at a time, for the earliest completion (request or GC); when the
-rates change it is replaced by an earlier one if needed, and a later-than-needed timeout is
-just a wake-up that reschedules (generation counter), so arrivals that slow everyone down
-create no event.
+One alarm (simapf.environment.Clock) is pending at a time, for the earliest completion
+(request or GC); when the rates change it is replaced by an earlier one if needed, and a
+later-than-needed one is just a wake-up that reschedules (generation counter), so arrivals that
+slow everyone down create no event.
 
 Foreign jobs are threads of another process on the same cores (a co-located client reading
 responses, as in the calibration experiment's single-node cluster): they take their turn like
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import heapq
 from typing import Any, Callable
-
 
 from simapf.environment import Environment
 
@@ -260,7 +259,7 @@ class ProcessorSharing:
         self._gc_cb = None
         self._gc_arg = None
         self._rates()
-        self._gen += 1  # the pending timeout, if any, is now stale
+        self._gen += 1  # the pending alarm, if any, is now stale
         self._pending_at = None
         self._epoch += 1
 
@@ -281,7 +280,7 @@ class ProcessorSharing:
         self._kf = sum(1 for item in kept if item[4])
         self._rates()
         self._pending_at = None
-        self._gen += 1  # the pending timeout may be for a dropped job
+        self._gen += 1  # the pending alarm may be for a dropped job
         if not self._dispatching:
             self._schedule(now)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-
 from simapf.environment import Environment
 from simapf.server.cpu import ProcessorSharing
 

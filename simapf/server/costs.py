@@ -184,32 +184,30 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     etcd = 0.0
     wait_live = 0.0
     decode = 0.0
-    if path is ServingPath.ETCD and cost.range_streamed:
-        # RangeStream: each chunk is decoded as it arrives, and freed once decoded. Until etcd
-        # has sent the last chunk and it is decoded, the request holds the objects decoded so far
-        # (the received share of its range, as for a unary range) and a few chunks; then its
-        # decoded objects. Every chunk is still allocated, so the garbage is a unary range's.
+    if path is ServingPath.ETCD:
         decoded = k * B + mem_p.decoded_bytes_per_object * N
-        held = decoded + conv_live
-        live = held + enc_live
-        alloc = (B + held) * temp + enc_alloc
-        decode = decode_cost(params, B, N)
-        cpu = cpu_p.request_core_s + conv_cpu + encode_cpu
         etcd = etcd_work(params, B, N)
-        wait_live = params.etcd.wait_live_fraction * decoded + stream_window_bytes(params, B, N)
-    elif path is ServingPath.ETCD:
-        decoded = k * B + mem_p.decoded_bytes_per_object * N
-        held = B + decoded + conv_live
+        if cost.range_streamed:
+            # RangeStream: each chunk is decoded as it arrives, and freed once decoded. Until etcd
+            # has sent the last chunk and it is decoded, the request holds the objects decoded so
+            # far (the received share of its range, as for a unary range) and a few chunks; then
+            # its decoded objects. Every chunk is still allocated, so the garbage is a unary range's.
+            held = decoded + conv_live
+            alloc = (B + held) * temp + enc_alloc
+            decode = decode_cost(params, B, N)
+            cpu = cpu_p.request_core_s + conv_cpu + encode_cpu
+            wait_live = params.etcd.wait_live_fraction * decoded + stream_window_bytes(params, B, N)
+        else:
+            held = B + decoded + conv_live
+            alloc = held * temp + enc_alloc
+            cpu = cpu_p.request_core_s + decode_cost(params, B, N) + conv_cpu + encode_cpu
+            wait_live = params.etcd.wait_live_fraction * B
+            if B > ETCD_MAX_RESPONSE_BYTES:
+                # etcd builds and sends the whole response; the client refuses it, and the handler
+                # fails with nothing decoded or encoded.
+                return RequestPlan(cpu_p.request_core_s + cpu_p.etcd_request_core_s, etcd, wait_live, 0.0, 0.0,
+                                   error=ETCD_RESPONSE_TOO_LARGE)  # fmt: skip
         live = held + enc_live
-        alloc = held * temp + enc_alloc
-        cpu = cpu_p.request_core_s + decode_cost(params, B, N) + conv_cpu + encode_cpu
-        etcd = etcd_work(params, B, N)
-        wait_live = params.etcd.wait_live_fraction * B
-        if B > ETCD_MAX_RESPONSE_BYTES:
-            # etcd builds and sends the whole response; the client refuses it, and the handler
-            # fails with nothing decoded or encoded.
-            return RequestPlan(cpu_p.request_core_s + cpu_p.etcd_request_core_s, etcd, wait_live, 0.0, 0.0,
-                               error=ETCD_RESPONSE_TOO_LARGE)  # fmt: skip
     elif path is ServingPath.WATCHLIST_STREAM:
         # The watcher holds its stream's buffers, a snapshot of the cache (one interface value
         # per object) and the event it is encoding; each initial event it sends is a deep copy of

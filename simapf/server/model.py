@@ -15,7 +15,7 @@ request is a SimPy process: a request is a tuple passed between callbacks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generator, Iterable, NamedTuple
+from typing import Any, Callable, Generator, Iterable, NamedTuple
 
 import numpy as np
 import simpy
@@ -230,15 +230,20 @@ class ResourceModel:
                 mem.inflight_live += plan.wait_live_bytes
                 if mem.allocate(plan.wait_live_bytes) < 0.0:
                     return True  # killed; the on_death hooks told the runtime
-            work = plan.etcd_work * req.factors[0]
-            if plan.decode_core_s:
-                # A streamed range: decoded as etcd sends it; both must end before it goes on.
-                req.pending = 2
-                self.cpu.add(plan.decode_core_s * req.factors[1], self._after_etcd, req)
-            self.etcd.read(work, self._after_etcd, req)
+            self._read_range(plan.etcd_work * req.factors[0], plan.decode_core_s * req.factors[1],
+                             self._after_etcd, req)  # fmt: skip
         else:
             self._begin_cpu(req)
         return True
+
+    def _read_range(self, etcd_work: float, decode_core_s: float, then: Callable[[Any], None],
+                    job: Running | _Refill) -> None:  # fmt: skip
+        """etcd serves a range; a streamed one (`decode_core_s` > 0) is decoded on our cores as
+        etcd sends it. `then(job)` is called when each ends: `job.pending` counts them."""
+        if decode_core_s:
+            job.pending = 2
+            self.cpu.add(decode_core_s, then, job)
+        self.etcd.read(etcd_work, then, job)
 
     def _after_etcd(self, req: Running) -> None:
         if req.epoch != self.process.epoch:
@@ -454,10 +459,7 @@ class ResourceModel:
         for res in refill:
             plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
             job = _Refill(plan, res.name, nbytes, epoch)
-            if plan.decode_core_s:
-                job.pending = 2  # a streamed range: decoded as etcd sends it
-                self.cpu.add(plan.decode_core_s, self._refill_cpu, job)
-            self.etcd.read(plan.etcd_work, self._refill_cpu, job)
+            self._read_range(plan.etcd_work, plan.decode_core_s, self._refill_cpu, job)
 
     def _refill_cpu(self, job: _Refill) -> None:
         plan, epoch = job.plan, job.epoch

@@ -83,7 +83,7 @@ class Simulation:
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
         self.cluster = Cluster(env, self.servers, self.inventory, self.balancer)
-        self.timers = Timers(self.server.scheduler)
+        self.timers = Timers(env.clock)
         self.ctx = Context(self.cluster, self.timers, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}

@@ -24,10 +24,11 @@ import numpy as np
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
+from simapf.environment import Clock
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link
-from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimPyScheduler
+from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
 from simapf.workload.balancer import Connection
 from simapf.workload.cluster import GONE, Cluster, Position
 
@@ -89,11 +90,10 @@ class ClientStats:
 class Timers:
     """Callbacks at a delay on the simulation clock."""
 
-    __slots__ = ("scheduler", "clock")
+    __slots__ = ("clock",)
 
-    def __init__(self, scheduler: SimPyScheduler) -> None:
-        self.scheduler = scheduler
-        self.clock = scheduler.clock
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
 
     def now(self) -> int:
         return self.clock.now

@@ -145,7 +145,7 @@ class Cluster:
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
         rec.done_ns = self.clock.now
-        self.servers[0].scheduler.call_at(self.clock.now, ARRIVAL, 0, on_done, rec)
+        self.clock.alarm(0, on_done, rec, ARRIVAL)
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
@@ -255,7 +255,7 @@ class Cluster:
         if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(self._watch_bytes):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
-            server.scheduler.call_at(self.clock.now, ARRIVAL, 0, on_broken, "server-died" if self.network_up else "network")
+            self.clock.alarm(0, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
             return w
         w.token = server.watch_tracker.register(attrs)
         self._watches[rec.replica].setdefault(w.resource, {})[w] = None

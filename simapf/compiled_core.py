@@ -29,7 +29,7 @@ MODULES = (
     "environment.py", "apf/types.py", "apf/gomath.py", "apf/clock.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
     "apf/estimators/serving.py", "apf/estimators/work.py", "apf/controller.py",
     "server/variation.py", "server/paths.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
-    "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py",
+    "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py", "server/pool.py",
     "workload/inventory.py", "workload/balancer.py", "workload/clientgo.py", "workload/cluster.py",
     "workload/instance.py", "workload/informer.py", "workload/clients.py",
     "histograms.py", "observe.py",

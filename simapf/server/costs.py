@@ -10,6 +10,8 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
     WatchList:  live = W_const + 16 B·N + enc_live
     enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
+                | 0 for a whole JSON response, whose encode buffer comes from encoding/json's
+                  pool (simapf.server.pool) and is held as the pool hands it out
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
                 + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from simapf.server.etcd import range_work
 from simapf.server.paths import Encoding, RequestCost, ServingPath
 from simapf.server.params import ServerParams
+from simapf.server.pool import grown_capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,17 @@ class RequestPlan:
     # CPU that runs while etcd sends the range (a streamed range is decoded as its chunks arrive);
     # `cpu_core_s` is what follows once both have ended. The request holds `wait_live_bytes` meanwhile.
     decode_core_s: float = 0.0
+    # Bytes a pooled encoding/json buffer must hold (0: not encoded by encoding/json). A whole
+    # response (`buffer_held`) keeps its buffer until it is written; a streamed one's items and
+    # events, and a YAML response's JSON, give theirs back as soon as it is encoded.
+    buffer_need: float = 0.0
+    buffer_held: bool = False
+
+
+def fresh_buffer_bytes(plan: RequestPlan) -> float:
+    """The encode buffer a whole JSON response holds on top of its `live_bytes` until it is
+    written, when encoding/json's pool has none to give it: grown from nothing to its size."""
+    return grown_capacity(0.0, plan.buffer_need) if plan.buffer_held else 0.0
 
 
 # A request allocates its live bytes when it starts and its garbage as it works: a 1 GB streamed
@@ -109,6 +123,10 @@ def decode_cost(params: ServerParams, stored_bytes: float, objects: int) -> floa
         + c.decode_core_s_per_byte * stored_bytes
     )
 
+
+# Responses encoded by Go's encoding/json, through its pool of encode buffers: JSON, a server-side
+# Table (JSON-encoded) and YAML (json.Marshal, then converted).
+JSON_ENCODED = frozenset((Encoding.JSON, Encoding.TABLE, Encoding.YAML))
 
 # Compressed / plain size of a gzip response whose resource says nothing: a LIST of a 5000-node
 # cluster's Pods, 1572 MB of Protobuf, went out as 232 MB (kubernetes#138327's traces, 2026).
@@ -167,10 +185,18 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     conv_live = mem_p.conversion_copy_fraction * k * S if shape.converts else 0.0
     # An encoder that writes one object at a time (a streamed LIST, WatchList's events).
     item_by_item_alloc = mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
+    buffer_need = S if shape.encoding in JSON_ENCODED and S > 0.0 else 0.0
+    buffer_held = False
     if streaming:
         item = S / n if n > 0 else 0.0
         enc_live = mem_p.streaming_item_buffer_multiplier * min(item, mem_p.max_object_bytes)
         enc_alloc = item_by_item_alloc
+        if item:
+            buffer_need = min(buffer_need, item)  # json.Marshal of one item, or a watch event, at a time
+    elif buffer_need and shape.encoding is not Encoding.YAML:
+        # json.NewEncoder(w).Encode: the pool's buffer is the whole response's buffer.
+        enc_live = enc_alloc = 0.0
+        buffer_held = True
     else:
         enc_live = mem_p.encode_buffer_multiplier * S
         enc_alloc = mem_p.encode_alloc_multiplier * S
@@ -238,8 +264,11 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     delay = int(round(cl.response_latency_s * 1e9))
     ratio = shape.gzip_ratio if shape.gzip_ratio is not None else DEFAULT_GZIP_RATIO
     wire = S * ratio if gzip else S
+    # A pooled buffer's growth is garbage along the work too: step as for one grown from nothing.
+    steps = alloc_steps(live, alloc + (grown_capacity(0.0, buffer_need) if buffer_held else 0.0))
     return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay, wire, streaming,
-                       alloc_steps=alloc_steps(live, alloc), decode_core_s=decode)  # fmt: skip
+                       alloc_steps=steps, decode_core_s=decode,
+                       buffer_need=buffer_need, buffer_held=buffer_held)  # fmt: skip
 
 
 def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,

@@ -6,6 +6,8 @@ Quantities, all bytes (floats):
   watch caches (decoded objects).
 - `inflight_live`: the sum of the live bytes of executing requests. They appear when a request
   starts executing (an etcd-served LIST: when its range response arrives) and leave when it ends.
+- `pool.live`: JSON encode buffers kept in encoding/json's pool between responses
+  (simapf.server.pool); one nobody takes is freed by the second GC cycle after it was put back.
 - `heap_live`: Go's heapLive: every byte allocated since the last mark termination plus the bytes
   that mark kept. It only grows between GC cycles; a cycle's end sets it to what was marked.
   `heap_live - live` is garbage not yet collected.
@@ -29,6 +31,7 @@ from typing import Callable, Protocol
 
 from simapf.environment import Environment
 from simapf.server.params import ServerParams
+from simapf.server.pool import EncodeBufferPool
 
 _INV_NS = 1e-9
 
@@ -51,10 +54,11 @@ class MemoryModel:
         "env", "clock", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
-        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill",
+        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pool",
     )
 
-    def __init__(self, env: Environment, params: ServerParams) -> None:
+    def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
+        """`seed` draws the Ps that encode buffers are taken and given back on."""
         self.env = env
         self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
         p = params.process
@@ -76,6 +80,7 @@ class MemoryModel:
         self.peak_rss = 0.0
         self.rss_before_kill: float | None = None  # set by an allocation that did not fit
         self.peak_heap = 0.0
+        self.pool = EncodeBufferPool(params.cpu.procs, seed)
         self.start_process(params.process.live_heap_bytes)
 
     def start_process(self, base_live: float) -> None:
@@ -83,6 +88,7 @@ class MemoryModel:
         self.alive = True
         self.base_live = base_live
         self.inflight_live = 0.0
+        self.pool.clear()
         self.heap_live = base_live
         self.heap_free = 0.0
         self.lazy_free = 0.0
@@ -96,16 +102,17 @@ class MemoryModel:
         """The process is gone: it holds no memory."""
         self.alive = False
         self.base_live = self.inflight_live = self.heap_live = self.heap_free = self.lazy_free = 0.0
+        self.pool.clear()
 
     # ------------------------------------------------------------------ gauges
 
     @property
     def live_bytes(self) -> float:
-        return self.base_live + self.inflight_live
+        return self.base_live + self.inflight_live + self.pool.live
 
     @property
     def garbage_bytes(self) -> float:
-        g = self.heap_live - self.base_live - self.inflight_live
+        g = self.heap_live - self.base_live - self.inflight_live - self.pool.live
         return g if g > 0.0 else 0.0
 
     def rss_bytes(self) -> float:

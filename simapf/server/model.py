@@ -30,6 +30,7 @@ from simapf.server.network import Link
 from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
+from simapf.server.pool import GET, PUT, grown_capacity, growth_alloc_bytes
 from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import Factors, WorkVariation
 
@@ -41,18 +42,23 @@ PLAN_CACHE_LIMIT = 20_000  # distinct request costs a process keeps planned
 class Running:
     """A request in flight: its plan, its callback, its work factors (etcd, CPU, client reading),
     the link its response goes out on (None: the client takes it at once), and how many of its
-    CPU work and its streamed write are still going (both must end before it goes on)."""
+    CPU work and its streamed write are still going (both must end before it goes on), and the
+    capacity of the pooled encode buffer it holds until its response is written (0: none).
+    `key` is its number, which picks its work factors and the Ps it encodes on."""
 
-    __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch")
+    __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch", "key", "buffer", "buffer_garbage")
 
     def __init__(self, plan: RequestPlan, on_done: DoneCallback, factors: Factors,
-                 link: Link | None, epoch: int) -> None:  # fmt: skip
+                 link: Link | None, epoch: int, key: int) -> None:  # fmt: skip
         self.plan = plan
         self.on_done = on_done
         self.factors = factors
         self.link = link
         self.pending = 1
         self.epoch = epoch
+        self.key = key
+        self.buffer = 0.0
+        self.buffer_garbage = 0.0  # the smaller arrays its buffer outgrew, allocated along its work
 
 
 class _Refill:
@@ -136,7 +142,8 @@ class ResourceModel:
             gc_idle_workers=params.gc.idle_mark_workers,
         )
         self.etcd = etcd if etcd is not None else EtcdModel(env, params.etcd)
-        self.memory = MemoryModel(env, params)
+        self.vary = WorkVariation(params.request_cpu.work_cv, rng)
+        self.memory = MemoryModel(env, params, seed=self.vary.seed)
         self.gc = GoGC(env, params, self.memory, self.cpu)
         self.memory.gc = self.gc
         self.memory.on_over_limit = self._oom
@@ -154,7 +161,6 @@ class ResourceModel:
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
         self._links: list[Link] = []  # client links that carried a response of this process
-        self.vary = WorkVariation(params.request_cpu.work_cv, rng)
         self.held_bytes = params.request_memory.request_held_bytes
         self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
         self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
@@ -221,7 +227,7 @@ class ResourceModel:
         self._started += 1
         if link is not None and not plan.wire_bytes:
             link = None
-        req = Running(plan, on_done, self.vary.factors(key), link, self.process.epoch)
+        req = Running(plan, on_done, self.vary.factors(key), link, self.process.epoch, key)
         if link is not None and link not in self._links:
             self._links.append(link)
         if plan.etcd_work:
@@ -261,26 +267,52 @@ class ResourceModel:
         plan = req.plan
         mem = self.memory
         mem.inflight_live += plan.live_bytes
+        grow = self._take_buffer(req, plan) if plan.buffer_need else 0.0
+        if req.buffer_garbage:
+            grow -= req.buffer_garbage  # allocated in steps along the work, with its other garbage
         if req.link is not None and plan.streamed:
             # Written as it is encoded: the write and the CPU work go on together.
             req.pending = 2
             req.link.send(plan.wire_bytes, self._sent, req)
         steps = plan.alloc_steps
         if steps == 1:
-            assist = mem.allocate(plan.alloc_bytes)
+            assist = mem.allocate(plan.alloc_bytes + grow)
             if assist < 0.0:
                 return  # the allocation killed the process
             work = plan.cpu_core_s * req.factors[1]
             self.cpu.add(work + assist, self._finish, req)
             return
         # Live bytes now, the garbage in steps between equal parts of the work.
-        self._step((req, steps), plan.live_bytes)
+        self._step((req, steps), plan.live_bytes + grow)
+
+    def _take_buffer(self, req: Running, plan: RequestPlan) -> float:
+        """The request encodes with a buffer from encoding/json's pool (simapf.server.pool):
+        returns the bytes it allocates growing it. A whole response keeps its buffer until it
+        has been written out; streamed items give theirs back as each is encoded."""
+        pool = self.memory.pool
+        if not plan.buffer_held:
+            return pool.use(pool.proc(req.key, GET), plan.buffer_need)
+        taken = pool.get(pool.proc(req.key, GET))
+        req.buffer = grown = grown_capacity(taken, plan.buffer_need)
+        self.memory.inflight_live += grown
+        alloc = growth_alloc_bytes(taken, grown)
+        if plan.alloc_steps > 1:
+            req.buffer_garbage = alloc - (grown - taken)
+        return alloc
+
+    def _give_back_buffer(self, req: Running) -> None:
+        """The response is written: its buffer goes back to the pool, on whichever P the
+        handler woke up on."""
+        self.memory.inflight_live -= req.buffer
+        pool = self.memory.pool
+        pool.put(pool.proc(req.key, PUT), req.buffer)
+        req.buffer = 0.0
 
     def _step(self, job: tuple[Running, int], first_bytes: float = 0.0) -> None:
         req, left = job
         plan = req.plan
         steps = plan.alloc_steps
-        assist = self.memory.allocate(first_bytes + (plan.alloc_bytes - plan.live_bytes) / steps)
+        assist = self.memory.allocate(first_bytes + (plan.alloc_bytes - plan.live_bytes + req.buffer_garbage) / steps)
         if assist < 0.0:
             return
         work = plan.cpu_core_s * req.factors[1] / steps
@@ -318,6 +350,8 @@ class ResourceModel:
                 self._read(req)
             return
         self.memory.inflight_live -= plan.write_live_bytes
+        if req.buffer:
+            self._give_back_buffer(req)
         self.completed += 1
         req.on_done(self.clock.now)
 
@@ -335,6 +369,8 @@ class ResourceModel:
 
     def _written(self, req: Running) -> None:
         self.memory.inflight_live -= req.plan.write_live_bytes
+        if req.buffer:
+            self._give_back_buffer(req)
         self.writing -= 1
         self.completed += 1
         req.on_done(self.clock.now)

@@ -371,7 +371,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     encode_buffer_multiplier: float = Field(
-        1.5, ge=0, description="g: live encode-buffer bytes per response byte, non-streamed, averaged over the request's life (the buffer grows while encoding). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
+        1.5, ge=0, description="g: live encode-buffer bytes per response byte of a whole Protobuf, CBOR or YAML response, averaged over the request's life (the buffer grows while encoding; a whole JSON response's buffer is encoding/json's pooled one, simapf.server.pool). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
     )
     struct_copy_bytes_per_object: Bytes = Field(750.2097934939509, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(
@@ -387,7 +387,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     encode_alloc_multiplier: float = Field(
-        2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size)."
+        2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size); a whole JSON response's pooled buffer allocates its actual growth instead."
     )
     streaming_alloc_multiplier: float = Field(
         0.8351962561101838,

@@ -35,10 +35,11 @@ class WorkVariation:
     request's factors can be drawn again without drawing those before it.
     """
 
-    __slots__ = ("_seed", "_shape", "_blocks", "_ones")
+    __slots__ = ("seed", "_shape", "_blocks", "_ones")
 
     def __init__(self, cv: float, rng: np.random.Generator | None = None) -> None:
-        self._seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
+        # Drawn once from `rng`; other parts of the model derive streams of their own from it.
+        self.seed = int((rng if rng is not None else np.random.default_rng(DEFAULT_SEED)).integers(2**63))
         self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
         self._blocks: dict[int, list[Factors]] = {}
         self._ones: Factors = (1.0, 1.0, 1.0)  # STAGES of them
@@ -51,7 +52,7 @@ class WorkVariation:
         block = self._blocks.get(b)
         if block is None:
             k = self._shape
-            draws = np.random.default_rng([self._seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
+            draws = np.random.default_rng([self.seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
             block = self._blocks[b] = list(map(tuple, draws.tolist()))
             if len(self._blocks) > KEPT_BLOCKS:  # requests start roughly in arrival order
                 del self._blocks[min(self._blocks)]

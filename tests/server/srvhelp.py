@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simapf.environment import Environment
 from simapf.server import (
+    Encoding,
     ResourceModel,
     RequestCost,
     ResponseShape,
@@ -43,5 +44,9 @@ def open_loop(
     return model, snaps
 
 
-def cost(path: ServingPath, nbytes: float, objects: int, streaming: bool = False) -> RequestCost:
-    return RequestCost(path, ResponseShape(nbytes, objects), streaming)
+def cost(path: ServingPath, nbytes: float, objects: int, streaming: bool = False,
+         encoding: Encoding = Encoding.PROTOBUF) -> RequestCost:  # fmt: skip
+    """A LIST's cost. Protobuf by default: its whole response is one buffer of the plan's own
+    (`encode_buffer_multiplier`), where a JSON one takes encoding/json's pooled buffers
+    (simapf.server.pool, tested in test_encode_pool.py)."""
+    return RequestCost(path, ResponseShape(nbytes, objects, encoding), streaming)

@@ -9,7 +9,7 @@ import simapf
 from simapf.environment import Environment
 from simapf.errors import ConfigError
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
-from simapf.server.costs import DEFAULT_GZIP_RATIO
+from simapf.server.costs import DEFAULT_GZIP_RATIO, fresh_buffer_bytes
 from simapf.server.network import Link
 from simapf.server.paths import RequestCost, ResponseShape
 
@@ -62,10 +62,14 @@ def test_a_whole_response_is_written_after_its_encoding_holding_what_it_keeps():
     assert plan.wire_bytes == 100 * MB and not plan.streamed
     env.run(until=encoded[0] + S // 2)  # encoded, half written
     assert not done
-    assert model.snapshot().inflight_live_bytes == pytest.approx(plan.write_live_bytes, rel=1e-9)
+    # What it keeps while written: its write bytes and its JSON encode buffer (from an empty pool).
+    buffer = fresh_buffer_bytes(plan)
+    assert buffer >= 100 * MB
+    assert model.snapshot().inflight_live_bytes == pytest.approx(plan.write_live_bytes + buffer, rel=1e-9)
     env.run(until=10 * S)
     assert done == pytest.approx([encoded[0] + 1.0 * S], abs=S * 1e-3)  # then 1 s on the wire
     assert model.snapshot().inflight_live_bytes == pytest.approx(0.0, abs=1e-3)
+    assert model.memory.pool.live == buffer  # the buffer stays in encoding/json's pool
 
 
 def test_a_streamed_response_is_written_while_it_is_encoded():

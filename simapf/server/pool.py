@@ -1,0 +1,150 @@
+"""encoding/json's pool of encode buffers, which keeps large buffers after their responses end.
+
+kube-apiserver encodes every JSON response with Go's encoding/json (apimachinery's
+serializer/json): a whole response through `json.NewEncoder(w).Encode`, a streamed one
+(KEP-5116) item by item through `json.Marshal`, a watch event through the same encoder. Each
+call takes an encodeState from one process-wide `sync.Pool` (encoding/json encode.go
+`encodeStatePool`) and puts it back when done, and an encodeState's `bytes.Buffer` keeps the
+capacity it grew to: it starts at 64 bytes and doubles as the response is written into it.
+
+A `sync.Pool` (Go's sync/pool.go) is one slot per P (GOMAXPROCS of them) plus a shared chain
+per P, and a victim copy of the whole pool:
+
+- Put fills the current P's private slot, or pushes onto its shared chain if the slot is taken;
+- Get takes the current P's private slot, then the head of its shared chain, then steals from
+  the tail of the other Ps' shared chains, then the victim's slot of this P, then any victim
+  shared chain; only then does it make a new one. Another P's private slot is out of reach;
+- every GC cycle starts by dropping the victim copy and making the pool the new victim
+  (`poolCleanup`), so a buffer nobody takes is freed by the second cycle after its Put.
+
+So a large buffer outlives its response, and sequential LISTs that run on different Ps each
+grow one: up to GOMAXPROCS buffers of one to two times the response, for as long as GC cycles
+are rare, which they are when the retained buffers themselves raise the heap goal
+(golang/go#23199, kubernetes/kubernetes#114276: 1.5 GiB after twenty 50 MiB JSON LISTs).
+
+The P a goroutine runs on is drawn uniformly for each Get and Put: a whole response's handler
+blocks on the network while it writes the buffer out, and wakes up on whichever P is free. The
+draws belong to the request (its number and the step), not to the moment they are made, as its
+work factors do (simapf.server.variation): a parameter that moves the timing a little does not
+deal every later request other Ps.
+"""
+
+from __future__ import annotations
+
+SMALL_BUFFER_BYTES = 64  # bytes.Buffer's first allocation (buffer.go smallBufferSize)
+MASK64 = (1 << 64) - 1
+GET, PUT = 0, 1  # the steps of a request whose P is drawn
+
+
+def grown_capacity(capacity: float, need: float) -> float:
+    """The capacity a buffer of `capacity` bytes has once `need` bytes are written into it:
+    bytes.Buffer allocates 64 bytes first and doubles its capacity each time it is full."""
+    c = capacity if capacity >= SMALL_BUFFER_BYTES else float(SMALL_BUFFER_BYTES)
+    while c < need:
+        c *= 2.0
+    return c
+
+
+def growth_alloc_bytes(capacity: float, grown: float) -> float:
+    """Bytes allocated growing a buffer from `capacity` to `grown` by doubling: each new array
+    is twice the last (2·grown − 2·capacity in all, or 2·grown − 64 from nothing)."""
+    if grown <= capacity:
+        return 0.0
+    start = capacity if capacity >= SMALL_BUFFER_BYTES else SMALL_BUFFER_BYTES / 2.0
+    return 2.0 * (grown - start)
+
+
+class EncodeBufferPool:
+    """The pooled encode buffers of one process, each a capacity in bytes; `live` is their sum."""
+
+    __slots__ = ("procs", "private", "shared", "victim_private", "victim_shared", "live", "_seed")
+
+    def __init__(self, procs: int, seed: int) -> None:
+        self.procs = procs
+        self._seed = seed & MASK64
+        self.private: list[float] = [0.0] * procs  # per P; 0.0: empty
+        self.shared: list[list[float]] = [[] for _ in range(procs)]
+        self.victim_private: list[float] = [0.0] * procs
+        self.victim_shared: list[list[float]] = [[] for _ in range(procs)]
+        self.live = 0.0
+
+    def clear(self) -> None:
+        """The process died or started: nothing is pooled."""
+        n = self.procs
+        self.private = [0.0] * n
+        self.shared = [[] for _ in range(n)]
+        self.victim_private = [0.0] * n
+        self.victim_shared = [[] for _ in range(n)]
+        self.live = 0.0
+
+    def proc(self, key: int, step: int) -> int:
+        """The P that request number `key` runs on at `step` (GET or PUT): uniform, and the same
+        for the same request whatever happened before it (splitmix64's mixing of seed, key and step)."""
+        z = (self._seed + (key * 2 + step + 1) * 0x9E3779B97F4A7C15) & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return (z ^ (z >> 31)) % self.procs
+
+    def get(self, pid: int) -> float:
+        """Take a buffer on P `pid`: its capacity, or 0.0 if the pool has none for this P."""
+        c = self.private[pid]
+        if c:
+            self.private[pid] = 0.0
+        else:
+            c = self._get_slow(pid)
+        self.live -= c
+        return c
+
+    def _get_slow(self, pid: int) -> float:
+        own = self.shared[pid]
+        if own:
+            return own.pop()  # the head: the one put last
+        n = self.procs
+        for i in range(1, n):
+            other = self.shared[(pid + i) % n]
+            if other:
+                return other.pop(0)  # stolen from the tail: the one put first
+        c = self.victim_private[pid]
+        if c:
+            self.victim_private[pid] = 0.0
+            return c
+        for i in range(n):
+            other = self.victim_shared[(pid + i) % n]
+            if other:
+                return other.pop(0)
+        return 0.0
+
+    def put(self, pid: int, capacity: float) -> None:
+        """Give back a buffer of `capacity` bytes on P `pid`."""
+        if self.private[pid]:
+            self.shared[pid].append(capacity)
+        else:
+            self.private[pid] = capacity
+        self.live += capacity
+
+    def use(self, pid: int, need: float) -> float:
+        """Encode `need` bytes with a pooled buffer on P `pid` and give it back at once there (one
+        item of a streamed response, one watch event): returns the bytes its growth allocates."""
+        c = self.get(pid)
+        grown = grown_capacity(c, need)
+        self.put(pid, grown)
+        return growth_alloc_bytes(c, grown)
+
+    def cleanup(self) -> float:
+        """A GC cycle starts: the victim copy is dropped (its bytes are garbage now, returned)
+        and the pool becomes the new victim."""
+        dropped = 0.0
+        for c in self.victim_private:
+            dropped += c
+        for chain in self.victim_shared:
+            for c in chain:
+                dropped += c
+        self.victim_private = self.private
+        self.victim_shared = self.shared
+        n = self.procs
+        self.private = [0.0] * n
+        self.shared = [[] for _ in range(n)]
+        self.live -= dropped
+        if self.live < 1e-6:
+            self.live = 0.0  # rounding of a float sum; the pool holds whole buffers
+        return dropped

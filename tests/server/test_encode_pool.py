@@ -1,0 +1,134 @@
+"""encoding/json's pool of encode buffers (simapf.server.pool) and what it keeps in the heap."""
+
+from __future__ import annotations
+
+import pytest
+
+from simapf.environment import Environment
+from simapf.server import Encoding, ResourceModel, ServerParams, ServingPath
+from simapf.server.pool import GET, PUT, EncodeBufferPool, grown_capacity, growth_alloc_bytes
+
+from srvhelp import S, cost
+
+MiB = 2**20
+
+
+def test_a_buffer_doubles_from_64_bytes_and_never_shrinks():
+    assert grown_capacity(0.0, 10) == 64
+    assert grown_capacity(0.0, 65) == 128
+    assert grown_capacity(0.0, 50 * MiB) == 64 * MiB  # kubernetes#114276's 50 MiB LIST
+    assert grown_capacity(64 * MiB, 1000) == 64 * MiB
+    assert grown_capacity(3 * MiB, 5 * MiB) == 6 * MiB
+    # Each doubling allocates the new array: 64 + 128 + ... + c = 2c - 64 from nothing.
+    assert growth_alloc_bytes(0.0, 1024) == 64 + 128 + 256 + 512 + 1024
+    assert growth_alloc_bytes(256.0, 1024) == 512 + 1024
+    assert growth_alloc_bytes(1024.0, 1024) == 0.0
+
+
+def test_get_reaches_its_own_slot_the_shared_chains_and_the_victims_but_no_other_slot():
+    pool = EncodeBufferPool(procs=4, seed=1)
+    pool.put(0, 100.0)
+    assert pool.get(1) == 0.0  # P0's private slot is out of P1's reach
+    assert pool.get(0) == 100.0 and pool.live == 0.0
+    pool.put(0, 100.0)
+    pool.put(0, 200.0)  # the slot is taken: onto P0's shared chain
+    assert pool.live == 300.0
+    assert pool.get(2) == 200.0  # stolen from P0's chain
+    pool.put(1, 300.0)
+    pool.put(1, 400.0)
+    pool.put(1, 500.0)
+    assert pool.get(1) == 300.0  # its own slot first
+    assert pool.get(1) == 500.0  # then the head of its chain: the last put
+    assert pool.get(3) == 400.0  # another P steals from the tail
+    assert pool.live == 100.0
+
+
+def test_a_gc_cycle_makes_the_pool_its_victim_and_the_next_one_frees_it():
+    pool = EncodeBufferPool(procs=2, seed=1)
+    pool.put(0, 100.0)
+    pool.put(0, 50.0)
+    assert pool.cleanup() == 0.0  # nothing was a victim yet
+    assert pool.live == 150.0
+    assert pool.get(0) == 100.0  # the victim's slot of this P
+    pool.put(1, 100.0)  # given back: in the pool again
+    assert pool.cleanup() == 50.0  # the untouched one is dropped
+    assert pool.live == 100.0
+    assert pool.get(1) == 100.0
+    assert pool.live == 0.0
+
+
+def test_use_grows_the_buffer_of_the_p_it_runs_on_and_keeps_it_there():
+    pool = EncodeBufferPool(procs=1, seed=1)
+    assert pool.use(0, 1000) == growth_alloc_bytes(0.0, 1024)
+    assert pool.use(0, 500) == 0.0  # the same buffer, big enough
+    assert pool.use(0, 3000) == growth_alloc_bytes(1024.0, 4096)
+    assert pool.live == 4096.0
+
+
+def test_a_requests_ps_are_uniform_and_its_own():
+    a, b = EncodeBufferPool(8, seed=3), EncodeBufferPool(8, seed=3)
+    draws = [a.proc(key, step) for key in range(2000) for step in (GET, PUT)]
+    # The same request, asked in another order, runs on the same Ps.
+    assert [b.proc(key, PUT) for key in reversed(range(2000))] == draws[1::2][::-1]
+    counts = [draws.count(p) for p in range(8)]
+    assert min(counts) > 400 and max(counts) < 600  # 500 each expected
+    # Its Get and its Put are independent draws, and another seed deals other Ps.
+    assert sum(g == p for g, p in zip(draws[::2], draws[1::2])) < 2000 / 8 * 1.3
+    assert [EncodeBufferPool(8, seed=4).proc(key, GET) for key in range(2000)] != draws[::2]
+
+
+def _sequential(encoding: Encoding, lists: int, procs: int = 16) -> tuple[ResourceModel, list[float]]:
+    """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each."""
+    env = Environment()
+    params = ServerParams.model_validate({"cpu": {"cores": procs}})
+    model = ResourceModel(env, params)
+    c = cost(ServingPath.CACHE, 50e6, 50, encoding=encoding)
+    rss: list[float] = []
+
+    def again(_t: int) -> None:
+        rss.append(model.memory.rss_bytes())
+        if len(rss) < lists:
+            model.start(c, again)
+
+    model.start(c, again)
+    env.run(until=120 * S)
+    assert len(rss) == lists
+    return model, rss
+
+
+def test_sequential_json_lists_leave_their_buffers_in_the_pool():
+    # kubernetes#114276: one LIST at a time, yet each runs on a P with no buffer of its own and
+    # grows another, and the buffers raise the heap goal, so GC cycles come rarely enough to keep them.
+    model, rss = _sequential(Encoding.JSON, 20)
+    pool = model.memory.pool
+    assert pool.live >= 4 * grown_capacity(0.0, 50e6)
+    assert model.memory.live_bytes >= model.memory.base_live + pool.live
+    assert rss[-1] > 2 * rss[0]  # it builds up
+    # Protobuf has no such pool: its live heap falls back after each LIST.
+    proto, proto_rss = _sequential(Encoding.PROTOBUF, 20)
+    assert proto.memory.pool.live == 0.0
+    assert proto.memory.live_bytes == pytest.approx(proto.memory.base_live)
+    assert proto_rss[-1] < rss[-1]
+
+
+def test_one_p_keeps_one_buffer():
+    model, rss = _sequential(Encoding.JSON, 10, procs=1)
+    assert model.memory.pool.live == grown_capacity(0.0, 50e6)
+
+
+def test_a_dead_process_keeps_no_buffers():
+    model, _rss = _sequential(Encoding.JSON, 5)
+    assert model.memory.pool.live > 0.0
+    model.kill()
+    assert model.memory.pool.live == 0.0 and model.memory.live_bytes == 0.0
+
+
+def test_unused_buffers_go_with_the_second_gc_cycle_after_them():
+    model, _rss = _sequential(Encoding.JSON, 5)
+    mem, gc = model.memory, model.gc
+    assert mem.pool.live > 0.0
+    for _ in range(2):
+        gc.start_cycle()
+        model.env.run(until=model.env.now + 10 * S)
+    assert mem.pool.live == pytest.approx(0.0)
+    assert mem.live_bytes == pytest.approx(mem.base_live)

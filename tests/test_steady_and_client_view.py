@@ -70,9 +70,9 @@ def server_row(result, level: str, verb: str) -> pd.Series:
 
 
 def start_up_storm(**run) -> dict:
-    """40 informers LIST big Secrets at the start (the transient), then readers ramp up 2 -> 20
+    """50 informers LIST big Secrets at the start (the transient), then readers ramp up 2 -> 20
     over [10 s, 30 s]: steady work that allocates, so the GC and scavenger give memory back."""
-    informers = {"name": "controllers", "kind": "informer", "count": 40, "resource": "secrets",
+    informers = {"name": "controllers", "kind": "informer", "count": 50, "resource": "secrets",
                  "identity": {"service_account": "apps/controller-{i}"}, "start": {"spread_s": 2.0}}  # fmt: skip
     readers = {"name": "users", "kind": "closed_loop", "count": 2, "identity": {"user": "user-{i}"},
                "think_time": {"mean_s": 0.2, "distribution": "constant"}, "request": LIST_NS0}  # fmt: skip

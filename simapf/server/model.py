@@ -291,7 +291,10 @@ class ResourceModel:
         has been written out; streamed items give theirs back as each is encoded."""
         pool = self.memory.pool
         if not plan.buffer_held:
-            return pool.use(pool.proc(req.key, GET), plan.buffer_need)
+            pid = pool.proc(req.key, GET)
+            if pool.private[pid] >= plan.buffer_need:
+                return 0.0  # the common case, this P's buffer big enough: nothing changes
+            return pool.use(pid, plan.buffer_need)
         taken = pool.get(pool.proc(req.key, GET))
         req.buffer = grown = grown_capacity(taken, plan.buffer_need)
         self.memory.inflight_live += grown

@@ -31,9 +31,15 @@ deal every later request other Ps.
 
 from __future__ import annotations
 
+import numpy as np
+
 SMALL_BUFFER_BYTES = 64  # bytes.Buffer's first allocation (buffer.go smallBufferSize)
 MASK64 = (1 << 64) - 1
 GET, PUT = 0, 1  # the steps of a request whose P is drawn
+BLOCK = 4096  # requests whose Ps are mixed at once, in numpy: per request it would cost more than the pool
+KEPT_BLOCKS = 8  # blocks kept; an evicted one is mixed again, to the same Ps, if asked for
+# splitmix64's constants (its increment and its two finalising multipliers)
+GOLDEN, MIX1, MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
 def grown_capacity(capacity: float, need: float) -> float:
@@ -57,11 +63,12 @@ def growth_alloc_bytes(capacity: float, grown: float) -> float:
 class EncodeBufferPool:
     """The pooled encode buffers of one process, each a capacity in bytes; `live` is their sum."""
 
-    __slots__ = ("procs", "private", "shared", "victim_private", "victim_shared", "live", "_seed")
+    __slots__ = ("procs", "private", "shared", "victim_private", "victim_shared", "live", "_seed", "_blocks")
 
     def __init__(self, procs: int, seed: int) -> None:
         self.procs = procs
         self._seed = seed & MASK64
+        self._blocks: dict[int, list[int]] = {}
         self.private: list[float] = [0.0] * procs  # per P; 0.0: empty
         self.shared: list[list[float]] = [[] for _ in range(procs)]
         self.victim_private: list[float] = [0.0] * procs
@@ -78,12 +85,26 @@ class EncodeBufferPool:
         self.live = 0.0
 
     def proc(self, key: int, step: int) -> int:
-        """The P that request number `key` runs on at `step` (GET or PUT): uniform, and the same
-        for the same request whatever happened before it (splitmix64's mixing of seed, key and step)."""
-        z = (self._seed + (key * 2 + step + 1) * 0x9E3779B97F4A7C15) & MASK64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        return (z ^ (z >> 31)) % self.procs
+        """The P that request number `key` (>= 0) runs on at `step` (GET or PUT): uniform, and
+        the same for the same request whatever happened before it: splitmix64's mixing of the
+        seed and 2·key + step + 1, modulo the Ps."""
+        b, i = divmod(key, BLOCK)
+        block = self._blocks.get(b)
+        if block is None:
+            block = self._blocks[b] = self._mix_block(b)
+            if len(self._blocks) > KEPT_BLOCKS:  # requests start roughly in arrival order
+                del self._blocks[min(self._blocks)]
+        return block[2 * i + step]
+
+    def _mix_block(self, b: int) -> list[int]:
+        """The Ps of requests b·BLOCK … (b+1)·BLOCK − 1, GET and PUT in turn (uint64 wraps as
+        splitmix64's arithmetic does)."""
+        n = np.arange(2 * b * BLOCK + 1, 2 * (b + 1) * BLOCK + 1, dtype=np.uint64)
+        z = np.uint64(self._seed) + n * np.uint64(GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(MIX2)
+        z = z ^ (z >> np.uint64(31))
+        return (z % np.uint64(self.procs)).astype(np.int64).tolist()
 
     def get(self, pid: int) -> float:
         """Take a buffer on P `pid`: its capacity, or 0.0 if the pool has none for this P."""
@@ -125,6 +146,8 @@ class EncodeBufferPool:
     def use(self, pid: int, need: float) -> float:
         """Encode `need` bytes with a pooled buffer on P `pid` and give it back at once there (one
         item of a streamed response, one watch event): returns the bytes its growth allocates."""
+        if self.private[pid] >= need:
+            return 0.0  # this P's own buffer, big enough: taken and given back, nothing changes
         c = self.get(pid)
         grown = grown_capacity(c, need)
         self.put(pid, grown)

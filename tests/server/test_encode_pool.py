@@ -65,6 +65,23 @@ def test_use_grows_the_buffer_of_the_p_it_runs_on_and_keeps_it_there():
     assert pool.live == 4096.0
 
 
+def _splitmix_p(seed: int, key: int, step: int, procs: int) -> int:
+    """The P of request `key` at `step`, one request at a time in Python ints."""
+    mask = (1 << 64) - 1
+    z = (seed + (key * 2 + step + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) % procs
+
+
+def test_the_ps_mixed_in_blocks_are_splitmix64s_one_by_one():
+    for seed in (0, 1, 2**63 - 5):
+        pool = EncodeBufferPool(16, seed)
+        keys = [*range(0, 9000), 123_456_789, 4095, 4096]  # across blocks, and one far away
+        assert [pool.proc(k, s) for k in keys for s in (GET, PUT)] == \
+            [_splitmix_p(seed, k, s, 16) for k in keys for s in (GET, PUT)]  # fmt: skip
+
+
 def test_a_requests_ps_are_uniform_and_its_own():
     a, b = EncodeBufferPool(8, seed=3), EncodeBufferPool(8, seed=3)
     draws = [a.proc(key, step) for key in range(2000) for step in (GET, PUT)]

@@ -268,8 +268,6 @@ class ResourceModel:
         mem = self.memory
         mem.inflight_live += plan.live_bytes
         grow = self._take_buffer(req, plan) if plan.buffer_need else 0.0
-        if req.buffer_garbage:
-            grow -= req.buffer_garbage  # allocated in steps along the work, with its other garbage
         if req.link is not None and plan.streamed:
             # Written as it is encoded: the write and the CPU work go on together.
             req.pending = 2
@@ -287,20 +285,20 @@ class ResourceModel:
 
     def _take_buffer(self, req: Running, plan: RequestPlan) -> float:
         """The request encodes with a buffer from encoding/json's pool (simapf.server.pool):
-        returns the bytes it allocates growing it. A whole response keeps its buffer until it
-        has been written out; streamed items give theirs back as each is encoded."""
+        returns the bytes it allocates growing it as it starts. A whole response keeps its
+        buffer until it has been written out; streamed items give theirs back as each is
+        encoded. A request that allocates in steps allocates the arrays its buffer outgrew
+        along its work (`buffer_garbage`), with its other garbage."""
         pool = self.memory.pool
         if not plan.buffer_held:
-            pid = pool.proc(req.key, GET)
-            if pool.private[pid] >= plan.buffer_need:
-                return 0.0  # the common case, this P's buffer big enough: nothing changes
-            return pool.use(pid, plan.buffer_need)
+            return pool.use(pool.proc(req.key, GET), plan.buffer_need)
         taken = pool.get(pool.proc(req.key, GET))
         req.buffer = grown = grown_capacity(taken, plan.buffer_need)
         self.memory.inflight_live += grown
         alloc = growth_alloc_bytes(taken, grown)
         if plan.alloc_steps > 1:
             req.buffer_garbage = alloc - (grown - taken)
+            return grown - taken
         return alloc
 
     def _give_back_buffer(self, req: Running) -> None:

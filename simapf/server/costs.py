@@ -113,6 +113,18 @@ def stream_window_bytes(params: ServerParams, stored_bytes: float, objects: int)
     return min(stored_bytes, STREAM_CHUNKS_HELD * chunk)
 
 
+def watch_buffer_copies(encoding: Encoding) -> int:
+    """Encode buffers an open watch keeps, each as large as the largest object it has sent.
+
+    A watch's handler encodes each event in two steps, the object into one buffer and the
+    event around it into another, and resets both after each event, which keeps their capacity
+    for as long as the watch is open (k8s.io/apiserver endpoints/handlers: watchEncoder's
+    `buffer` and `eventBuffer`). A protobuf watch takes a memory allocator for its whole
+    session instead, and the event splices the object's bytes in without copying them: one
+    buffer's worth."""
+    return 1 if encoding is Encoding.PROTOBUF else 2
+
+
 def decode_cost(params: ServerParams, stored_bytes: float, objects: int) -> float:
     """Core-seconds to call etcd for a range, receive it and decode its objects."""
     c = params.request_cpu

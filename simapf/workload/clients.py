@@ -97,7 +97,7 @@ class _TemplateSender(Instance):
                 cluster.close_watch(w)
                 on_complete(ok)
 
-        w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec)
+        w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec, t.encoding)
         self.ctx.timers.after(int(t.watch_duration_s * NS_PER_S), lambda _: finish(True))
 
 

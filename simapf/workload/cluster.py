@@ -16,7 +16,7 @@ from typing import Callable
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.environment import Environment
-from simapf.server.costs import encode_cost
+from simapf.server.costs import encode_cost, watch_buffer_copies
 from simapf.server.network import Link
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest, SimulatedAPIServer
@@ -37,10 +37,11 @@ Position = tuple[int, int, int]
 class OpenWatch:
     """A watch a replica is sending events to."""
 
-    __slots__ = ("resource", "namespace", "share", "on_broken", "token", "open", "replica", "incarnation")
+    __slots__ = ("resource", "namespace", "share", "on_broken", "token", "open", "replica", "incarnation",
+                 "copies", "held")
 
     def __init__(self, resource: str, namespace: str, share: float, on_broken: Callable[[str], None],
-                 replica: int, incarnation: int) -> None:  # fmt: skip
+                 replica: int, incarnation: int, copies: int) -> None:  # fmt: skip
         self.resource = resource
         self.namespace = namespace
         self.share = share  # the fraction of the resource's events it receives (selectors)
@@ -49,6 +50,8 @@ class OpenWatch:
         self.open = True
         self.replica = replica  # the replica serving it, and its process incarnation
         self.incarnation = incarnation
+        self.copies = copies  # encode buffers it keeps (simapf.server.costs.watch_buffer_copies)
+        self.held = 0.0  # bytes it holds on its replica: its goroutines and structures, its buffers
 
 
 class Cluster:
@@ -245,18 +248,24 @@ class Cluster:
         return self.clock.now - since_ns <= WATCH_HISTORY_NS
 
     def open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None],
-                   rec: ServerRequest) -> OpenWatch:  # fmt: skip
+                   rec: ServerRequest, encoding: str, initial_events: bool = False) -> OpenWatch:  # fmt: skip
         """The watch `rec` (its successful answer) started stays open on the replica that served
         it, holding memory there, until it is closed or broken. If that process has died since
-        the answer, the watch is broken at once."""
+        the answer, the watch is broken at once. `initial_events`: it has just sent every object
+        it selects (a WatchList), so its encode buffers are as large as the largest of them."""
         server = self.servers[rec.replica]
-        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation)
+        copies = watch_buffer_copies(ENCODINGS[encoding])
+        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation, copies)
+        held = self._watch_bytes
+        if initial_events and share > 0.0:
+            held += copies * self.inventory.get(w.resource).largest_size(attrs.namespace)
         # Its memory first: holding it may kill the process, and then the watch never opened.
-        if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(self._watch_bytes):
+        if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
             self.clock.alarm(0, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
             return w
+        w.held = held
         w.token = server.watch_tracker.register(attrs)
         self._watches[rec.replica].setdefault(w.resource, {})[w] = None
         return w
@@ -277,7 +286,7 @@ class Cluster:
         server = self.servers[w.replica]
         if w.incarnation == server.incarnation:
             server.watch_tracker.unregister(w.token)
-            server.model.release(self._watch_bytes)
+            server.model.release(w.held)
 
     def open_watches(self, replica: int | None = None) -> int:
         """Open watches on one replica, or on all."""
@@ -307,7 +316,8 @@ class Cluster:
     def fan_out(self, resource: str, namespace: str, object_bytes: float, encoding: Encoding) -> None:
         """A write succeeded: its event goes to every watch that selects it, on every replica
         (each has its own watch cache, fed by etcd). A replica encodes the event once (the
-        apiserver caches serializations) and writes it to each of its watchers."""
+        apiserver caches serializations) and writes it to each of its watchers. A watcher's
+        encode buffers grow to the event's size if it is the largest it has sent."""
         per_item, per_byte = encode_cost(self.params, encoding)
         for i, by_resource in enumerate(self._watches):
             watches = by_resource.get(resource)
@@ -315,14 +325,21 @@ class Cluster:
             if not watches or not model.up:
                 continue
             receivers = 0.0
+            grown = 0.0
             for w in watches:
-                if not w.namespace or w.namespace == namespace:
+                if (not w.namespace or w.namespace == namespace) and w.share > 0.0:
                     receivers += w.share
+                    need = self._watch_bytes + w.copies * object_bytes
+                    if need > w.held:
+                        grown += need - w.held
+                        w.held = need
             if receivers <= 0:
                 continue
             self.watch_events_total += receivers
             work = per_item + per_byte * object_bytes + self._event_cpu * receivers
             model.cpu.add(work, _nothing)
+            # After the loop: holding may kill the process, which breaks these watches.
+            model.hold(grown)
 
     # ------------------------------------------------------------------ outages
 

@@ -122,7 +122,7 @@ class InformerInstance(Instance):
         self.has_listed = True
         self.rv = self.ctx.cluster.position(rec)
         self.synced = True
-        self._opened(attrs, rec)  # the WatchList stream goes on as the watch
+        self._opened(attrs, rec, initial_events=True)  # the WatchList stream goes on as the watch
 
     def _relist_later(self) -> None:
         self.synced = False
@@ -152,9 +152,10 @@ class InformerInstance(Instance):
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
             self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
 
-    def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
+    def _opened(self, attrs: RequestAttributes, rec: ServerRequest, initial_events: bool = False) -> None:
         self.watching = True
-        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec)
+        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding,
+                                                 initial_events)  # fmt: skip
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
         watch = self.watch
         self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))

@@ -33,7 +33,7 @@ def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.n
 class ResourceObjects:
     """Objects of one resource, per namespace (cluster-scoped resources have one bucket, '')."""
 
-    __slots__ = ("spec", "namespaces", "counts", "bytes", "rng", "version", "key")
+    __slots__ = ("spec", "namespaces", "counts", "bytes", "largest", "rng", "version", "key")
 
     def __init__(self, spec: Resource, rng: np.random.Generator) -> None:
         self.spec = spec
@@ -44,6 +44,8 @@ class ResourceObjects:
         # Objects are dealt round-robin over the namespaces.
         self.counts = [spec.count // k + (1 if i < spec.count % k else 0) for i in range(k)]
         self.bytes = [float(sizes[i::k].sum()) for i in range(k)]
+        # The largest object each namespace has held: what a watch's encode buffers grow to.
+        self.largest = [float(sizes[i::k].max()) if self.counts[i] else 0.0 for i in range(k)]
         self.version = 0  # bumped on every change: a key for cached shapes
         self.key = spec.key  # "name.group", as requests name it
 
@@ -60,6 +62,15 @@ class ResourceObjects:
             return 0, 0.0  # a namespace with nothing in it
         return self.counts[i], self.bytes[i]
 
+    def largest_size(self, namespace: str | None) -> float:
+        """The largest object a request scoped to `namespace` (None/'' = all) has seen in it."""
+        if not namespace or not self.spec.namespaced:
+            return max(self.largest, default=0.0)
+        try:
+            return self.largest[self.namespaces.index(namespace)]
+        except ValueError:
+            return 0.0
+
     def mean_size(self, namespace: str | None = None) -> float:
         n, b = self.in_namespace(namespace)
         if n > 0:
@@ -75,6 +86,7 @@ class ResourceObjects:
             self.namespaces.append(namespace)
             self.counts.append(0)
             self.bytes.append(0.0)
+            self.largest.append(0.0)
             return len(self.namespaces) - 1
 
     # --------------------------------------------------------------- mutations
@@ -88,6 +100,8 @@ class ResourceObjects:
         i = self.namespace_index(namespace)
         self.counts[i] += 1
         self.bytes[i] += size
+        if size > self.largest[i]:
+            self.largest[i] = size
         self.version += 1
 
     def delete(self, namespace: str | None) -> float | None:

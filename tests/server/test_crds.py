@@ -4,6 +4,8 @@ and RSS against the heap when pages are returned with MADV_FREE."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 import simapf
@@ -201,8 +203,14 @@ def test_the_crossplane_providers_before_1_28_reach_the_rss_the_version_prior_as
     """The per-version prior took half of the measured 5.5-6.5 GiB RSS (kubernetes#111477, a
     pre-1.28 apiserver with 1,877 Crossplane CRDs) as the live heap, as if the heap stayed near
     its GC goal. With the document rebuilt on every CRD change that is what the churn does; since
-    1.28, without it, the same CRDs leave RSS near the live heap."""
-    old = simapf.run("scenarios/crossplane-providers.yaml", ["kubernetes.version=1.27"]).summary["memory"]
-    new = simapf.run("scenarios/crossplane-providers.yaml").summary["memory"]
-    assert 5.5 * 2**30 <= old["peak_rss_bytes"] <= 6.5 * 2**30
-    assert new["peak_rss_bytes"] < 0.75 * old["peak_rss_bytes"]
+    1.28, without it, the same CRDs leave RSS near the live heap.
+
+    Where in the GC's sawtooth the scrapes fall decides one run's peak (seeds 1-5 spread over
+    ~0.7 GiB), so the median of five seeds is compared with the measured range."""
+    def peak(*overrides: str) -> float:
+        return simapf.run("scenarios/crossplane-providers.yaml", list(overrides)).summary["memory"]["peak_rss_bytes"]
+
+    old = statistics.median(peak("kubernetes.version=1.27", f"run.seed={s}") for s in range(1, 6))
+    new = peak()
+    assert 5.5 * 2**30 <= old <= 6.5 * 2**30
+    assert new < 0.75 * old

@@ -9,9 +9,11 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
                 while etcd sends: f·(k·B + o_dec·N) + 3 chunks, decoding alongside etcd's work
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
     WatchList:  live = W_const + 16 B·N + enc_live
-    enc_live  = g·S (whole response buffer) | a_item·min(S/n, o) (streaming encoder)
+    enc_live  = g·S (whole CBOR or YAML buffer) | a_item·min(S/n, o) (streaming encoder)
                 | 0 for a whole JSON response, whose encode buffer comes from encoding/json's
-                  pool (simapf.server.pool) and is held as the pool hands it out
+                  pool (simapf.server.pool) and is held as the pool hands it out, and for a
+                  whole Protobuf one, whose buffer of exactly S comes from the allocator pool
+                  (S of its own before 1.37)
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
                 + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
 
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from simapf.server.etcd import range_work
 from simapf.server.paths import Encoding, RequestCost, ServingPath
 from simapf.server.params import ServerParams
-from simapf.server.pool import grown_capacity
+from simapf.server.pool import ALLOCATOR, DOUBLING, grow
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +73,14 @@ class RequestPlan:
     # events, and a YAML response's JSON, give theirs back as soon as it is encoded.
     buffer_need: float = 0.0
     buffer_held: bool = False
+    # Whose pool: encoding/json's (DOUBLING) or, for a whole Protobuf response, the allocators' (ALLOCATOR).
+    buffer_growth: int = DOUBLING
 
 
 def fresh_buffer_bytes(plan: RequestPlan) -> float:
-    """The encode buffer a whole JSON response holds on top of its `live_bytes` until it is
-    written, when encoding/json's pool has none to give it: grown from nothing to its size."""
-    return grown_capacity(0.0, plan.buffer_need) if plan.buffer_held else 0.0
+    """The encode buffer a whole JSON or Protobuf response holds on top of its `live_bytes` until
+    it is written, when its pool has none to give it: grown from nothing to its size."""
+    return grow(plan.buffer_growth, 0.0, plan.buffer_need)[0] if plan.buffer_held else 0.0
 
 
 # A request allocates its live bytes when it starts and its garbage as it works: a 1 GB streamed
@@ -199,6 +203,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     item_by_item_alloc = mem_p.encode_alloc_multiplier * S * mem_p.streaming_alloc_multiplier
     buffer_need = S if shape.encoding in JSON_ENCODED and S > 0.0 else 0.0
     buffer_held = False
+    buffer_growth = DOUBLING
     if streaming:
         item = S / n if n > 0 else 0.0
         enc_live = mem_p.streaming_item_buffer_multiplier * min(item, mem_p.max_object_bytes)
@@ -209,6 +214,14 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         # json.NewEncoder(w).Encode: the pool's buffer is the whole response's buffer.
         enc_live = enc_alloc = 0.0
         buffer_held = True
+    elif shape.encoding is Encoding.PROTOBUF and S > 0.0:
+        # The protobuf encoder sizes the response, then marshals it into one array of that size:
+        # the allocator pool's since 1.37, a fresh one before.
+        if mem_p.protobuf_allocator_pool:
+            enc_live = enc_alloc = 0.0
+            buffer_need, buffer_held, buffer_growth = S, True, ALLOCATOR
+        else:
+            enc_live = enc_alloc = S
     else:
         enc_live = mem_p.encode_buffer_multiplier * S
         enc_alloc = mem_p.encode_alloc_multiplier * S
@@ -277,10 +290,10 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
     ratio = shape.gzip_ratio if shape.gzip_ratio is not None else DEFAULT_GZIP_RATIO
     wire = S * ratio if gzip else S
     # A pooled buffer's growth is garbage along the work too: step as for one grown from nothing.
-    steps = alloc_steps(live, alloc + (grown_capacity(0.0, buffer_need) if buffer_held else 0.0))
+    steps = alloc_steps(live, alloc + (grow(buffer_growth, 0.0, buffer_need)[0] if buffer_held else 0.0))
     return RequestPlan(cpu, etcd, wait_live, live, alloc, write, write_live, delay, wire, streaming,
                        alloc_steps=steps, decode_core_s=decode,
-                       buffer_need=buffer_need, buffer_held=buffer_held)  # fmt: skip
+                       buffer_need=buffer_need, buffer_held=buffer_held, buffer_growth=buffer_growth)  # fmt: skip
 
 
 def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,

@@ -183,9 +183,10 @@ class GoGC:
         self._t_start = now
         self._triggered = mem.heap_live
         self.alloc_during_mark = 0.0
-        # The pool's victim copy is dropped as the cycle starts (sync.Pool's poolCleanup): not marked.
+        # The pools' victim copies are dropped as the cycle starts (sync.Pool's poolCleanup): not marked.
         mem.pool.cleanup()
-        self._scan = mem.base_live + mem.inflight_live + mem.pool.live + self.roots
+        mem.allocators.cleanup()
+        self._scan = mem.base_live + mem.inflight_live + mem.pooled + self.roots
         self._work = self.fixed + self._scan / self.mark_rate
         self._gc_cpu0 = self.cpu.gc_core_seconds()
         self._assist_cycle = 0.0

@@ -6,8 +6,10 @@ Quantities, all bytes (floats):
   watch caches (decoded objects).
 - `inflight_live`: the sum of the live bytes of executing requests. They appear when a request
   starts executing (an etcd-served LIST: when its range response arrives) and leave when it ends.
-- `pool.live`: JSON encode buffers kept in encoding/json's pool between responses
-  (simapf.server.pool); one nobody takes is freed by the second GC cycle after it was put back.
+- `pooled`: encode buffers kept between responses in encoding/json's pool (`pool`: JSON) and
+  apimachinery's allocator pool (`allocators`: whole Protobuf responses since 1.37), both Go
+  `sync.Pool`s (simapf.server.pool); one nobody takes is freed by the second GC cycle after it
+  was put back.
 - `heap_live`: Go's heapLive: every byte allocated since the last mark termination plus the bytes
   that mark kept. It only grows between GC cycles; a cycle's end sets it to what was marked.
   `heap_live - live` is garbage not yet collected.
@@ -31,7 +33,7 @@ from typing import Callable, Protocol
 
 from simapf.environment import Environment
 from simapf.server.params import ServerParams
-from simapf.server.pool import EncodeBufferPool
+from simapf.server.pool import ALLOCATOR, EncodeBufferPool
 
 _INV_NS = 1e-9
 
@@ -55,6 +57,7 @@ class MemoryModel:
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pool",
+        "allocators",
     )
 
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
@@ -81,6 +84,7 @@ class MemoryModel:
         self.rss_before_kill: float | None = None  # set by an allocation that did not fit
         self.peak_heap = 0.0
         self.pool = EncodeBufferPool(params.cpu.procs, seed)
+        self.allocators = EncodeBufferPool(params.cpu.procs, seed, ALLOCATOR)
         self.start_process(params.process.live_heap_bytes)
 
     def start_process(self, base_live: float) -> None:
@@ -89,6 +93,7 @@ class MemoryModel:
         self.base_live = base_live
         self.inflight_live = 0.0
         self.pool.clear()
+        self.allocators.clear()
         self.heap_live = base_live
         self.heap_free = 0.0
         self.lazy_free = 0.0
@@ -103,16 +108,22 @@ class MemoryModel:
         self.alive = False
         self.base_live = self.inflight_live = self.heap_live = self.heap_free = self.lazy_free = 0.0
         self.pool.clear()
+        self.allocators.clear()
 
     # ------------------------------------------------------------------ gauges
 
     @property
     def live_bytes(self) -> float:
-        return self.base_live + self.inflight_live + self.pool.live
+        return self.base_live + self.inflight_live + self.pool.live + self.allocators.live
+
+    @property
+    def pooled(self) -> float:
+        """Bytes of encode buffers the pools keep between responses."""
+        return self.pool.live + self.allocators.live
 
     @property
     def garbage_bytes(self) -> float:
-        g = self.heap_live - self.base_live - self.inflight_live - self.pool.live
+        g = self.heap_live - self.base_live - self.inflight_live - self.pool.live - self.allocators.live
         return g if g > 0.0 else 0.0
 
     def rss_bytes(self) -> float:

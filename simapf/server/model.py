@@ -30,7 +30,7 @@ from simapf.server.network import Link
 from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
-from simapf.server.pool import GET, PUT, grown_capacity, growth_alloc_bytes
+from simapf.server.pool import ALLOCATOR, GET, PUT, grow
 from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import Factors, WorkVariation
 
@@ -284,28 +284,30 @@ class ResourceModel:
         self._step((req, steps), plan.live_bytes + grow)
 
     def _take_buffer(self, req: Running, plan: RequestPlan) -> float:
-        """The request encodes with a buffer from encoding/json's pool (simapf.server.pool):
-        returns the bytes it allocates growing it as it starts. A whole response keeps its
-        buffer until it has been written out; streamed items give theirs back as each is
-        encoded. A request that allocates in steps allocates the arrays its buffer outgrew
-        along its work (`buffer_garbage`), with its other garbage."""
-        pool = self.memory.pool
+        """The request encodes with a pooled buffer (simapf.server.pool): encoding/json's, or for
+        a whole Protobuf response the allocator pool's. Returns the bytes it allocates growing it
+        as it starts. A whole response keeps its buffer until it has been written out; streamed
+        items give theirs back as each is encoded. A request that allocates in steps allocates
+        the arrays its buffer outgrew along its work (`buffer_garbage`), with its other garbage."""
+        mem = self.memory
+        pool = mem.allocators if plan.buffer_growth == ALLOCATOR else mem.pool
         if not plan.buffer_held:
             return pool.use(pool.proc(req.key, GET), plan.buffer_need)
         taken = pool.get(pool.proc(req.key, GET))
-        req.buffer = grown = grown_capacity(taken, plan.buffer_need)
-        self.memory.inflight_live += grown
-        alloc = growth_alloc_bytes(taken, grown)
+        grown, alloc = grow(plan.buffer_growth, taken, plan.buffer_need)
+        req.buffer = grown
+        mem.inflight_live += grown
         if plan.alloc_steps > 1:
             req.buffer_garbage = alloc - (grown - taken)
             return grown - taken
         return alloc
 
     def _give_back_buffer(self, req: Running) -> None:
-        """The response is written: its buffer goes back to the pool, on whichever P the
+        """The response is written: its buffer goes back to its pool, on whichever P the
         handler woke up on."""
-        self.memory.inflight_live -= req.buffer
-        pool = self.memory.pool
+        mem = self.memory
+        mem.inflight_live -= req.buffer
+        pool = mem.allocators if req.plan.buffer_growth == ALLOCATOR else mem.pool
         pool.put(pool.proc(req.key, PUT), req.buffer)
         req.buffer = 0.0
 

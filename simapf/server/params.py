@@ -371,7 +371,17 @@ class RequestMemoryParams(_Params):
         ),
     )
     encode_buffer_multiplier: float = Field(
-        1.5, ge=0, description="g: live encode-buffer bytes per response byte of a whole Protobuf, CBOR or YAML response, averaged over the request's life (the buffer grows while encoding; a whole JSON response's buffer is encoding/json's pooled one, simapf.server.pool). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
+        1.5, ge=0, description="g: live encode-buffer bytes per response byte of a whole CBOR or YAML response, averaged over the request's life (the buffer grows while encoding; a whole JSON response's buffer is encoding/json's pooled one and a whole Protobuf response's one buffer of its exact size, simapf.server.pool). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
+    )
+    protobuf_allocator_pool: bool = Field(
+        True,
+        description=(
+            "A whole Protobuf response is encoded into a buffer from apimachinery's runtime.AllocatorPool, "
+            "which keeps it for the next response (kubernetes#139350, 1.37; a scenario's kubernetes.version "
+            "before 1.37 sets false): the encoder sizes the response first and asks for exactly that, and a "
+            "pooled array too small is replaced by one of twice its capacity plus the request. false: a "
+            "fresh array of the response's size per response (SimpleAllocator)."
+        ),
     )
     struct_copy_bytes_per_object: Bytes = Field(750.2097934939509, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(

@@ -27,6 +27,13 @@ blocks on the network while it writes the buffer out, and wakes up on whichever 
 draws belong to the request (its number and the step), not to the moment they are made, as its
 work factors do (simapf.server.variation): a parameter that moves the timing a little does not
 deal every later request other Ps.
+
+Since 1.37 a whole Protobuf response is encoded the same way with a buffer from apimachinery's
+`runtime.AllocatorPool` (kubernetes#139350), another `sync.Pool`: the encoder sizes the
+response first and asks its allocator for exactly that many bytes, and an allocator whose
+array is too small allocates a new one of twice the old capacity plus the request
+(apimachinery runtime/allocator.go `Allocate`). `EncodeBufferPool(…, growth=ALLOCATOR)` is that
+pool; the default, `DOUBLING`, encoding/json's.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import numpy as np
 SMALL_BUFFER_BYTES = 64  # bytes.Buffer's first allocation (buffer.go smallBufferSize)
 MASK64 = (1 << 64) - 1
 GET, PUT = 0, 1  # the steps of a request whose P is drawn
+DOUBLING, ALLOCATOR = 0, 1  # how a pool's buffers grow: bytes.Buffer's, runtime.Allocator's
 BLOCK = 4096  # requests whose Ps are mixed at once, in numpy: per request it would cost more than the pool
 KEPT_BLOCKS = 8  # blocks kept; an evicted one is mixed again, to the same Ps, if asked for
 # splitmix64's constants (its increment and its two finalising multipliers)
@@ -60,13 +68,29 @@ def growth_alloc_bytes(capacity: float, grown: float) -> float:
     return 2.0 * (grown - start)
 
 
+def allocator_capacity(capacity: float, need: float) -> float:
+    """The capacity a runtime.Allocator of `capacity` bytes has once asked for `need`: the same
+    if it fits, else one new array of 2·capacity + need (exactly `need` from nothing)."""
+    return capacity if capacity >= need else 2.0 * capacity + need
+
+
+def grow(growth: int, capacity: float, need: float) -> tuple[float, float]:
+    """(capacity after writing `need` bytes into a buffer of `capacity`, bytes allocated doing it)."""
+    if growth == ALLOCATOR:
+        grown = allocator_capacity(capacity, need)
+        return grown, (grown if grown > capacity else 0.0)
+    grown = grown_capacity(capacity, need)
+    return grown, growth_alloc_bytes(capacity, grown)
+
+
 class EncodeBufferPool:
     """The pooled encode buffers of one process, each a capacity in bytes; `live` is their sum."""
 
-    __slots__ = ("procs", "private", "shared", "victim_private", "victim_shared", "live", "_seed", "_blocks")
+    __slots__ = ("procs", "growth", "private", "shared", "victim_private", "victim_shared", "live", "_seed", "_blocks")
 
-    def __init__(self, procs: int, seed: int) -> None:
+    def __init__(self, procs: int, seed: int, growth: int = DOUBLING) -> None:
         self.procs = procs
+        self.growth = growth
         self._seed = seed & MASK64
         self._blocks: dict[int, list[int]] = {}
         self.private: list[float] = [0.0] * procs  # per P; 0.0: empty
@@ -149,9 +173,9 @@ class EncodeBufferPool:
         if self.private[pid] >= need:
             return 0.0  # this P's own buffer, big enough: taken and given back, nothing changes
         c = self.get(pid)
-        grown = grown_capacity(c, need)
+        grown, alloc = grow(self.growth, c, need)
         self.put(pid, grown)
-        return growth_alloc_bytes(c, grown)
+        return alloc
 
     def cleanup(self) -> float:
         """A GC cycle starts: the victim copy is dropped (its bytes are garbage now, returned)

@@ -46,7 +46,7 @@ def open_loop(
 
 def cost(path: ServingPath, nbytes: float, objects: int, streaming: bool = False,
          encoding: Encoding = Encoding.PROTOBUF) -> RequestCost:  # fmt: skip
-    """A LIST's cost. Protobuf by default: its whole response is one buffer of the plan's own
-    (`encode_buffer_multiplier`), where a JSON one takes encoding/json's pooled buffers
+    """A LIST's cost. Protobuf by default: its whole response is one buffer of its exact size
+    from the allocator pool, where a JSON one grows encoding/json's pooled buffers by doubling
     (simapf.server.pool, tested in test_encode_pool.py)."""
     return RequestCost(path, ResponseShape(nbytes, objects, encoding), streaming)

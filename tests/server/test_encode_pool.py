@@ -6,7 +6,7 @@ import pytest
 
 from simapf.environment import Environment
 from simapf.server import Encoding, ResourceModel, ServerParams, ServingPath
-from simapf.server.pool import GET, PUT, EncodeBufferPool, grown_capacity, growth_alloc_bytes
+from simapf.server.pool import ALLOCATOR, DOUBLING, GET, PUT, EncodeBufferPool, grow, grown_capacity, growth_alloc_bytes
 
 from srvhelp import S, cost
 
@@ -94,10 +94,12 @@ def test_a_requests_ps_are_uniform_and_its_own():
     assert [EncodeBufferPool(8, seed=4).proc(key, GET) for key in range(2000)] != draws[::2]
 
 
-def _sequential(encoding: Encoding, lists: int, procs: int = 16) -> tuple[ResourceModel, list[float]]:
+def _sequential(encoding: Encoding, lists: int, procs: int = 16,
+                allocator_pool: bool = True) -> tuple[ResourceModel, list[float]]:  # fmt: skip
     """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each."""
     env = Environment()
-    params = ServerParams.model_validate({"cpu": {"cores": procs}})
+    params = ServerParams.model_validate({"cpu": {"cores": procs},
+                                          "request_memory": {"protobuf_allocator_pool": allocator_pool}})  # fmt: skip
     model = ResourceModel(env, params)
     c = cost(ServingPath.CACHE, 50e6, 50, encoding=encoding)
     rss: list[float] = []
@@ -121,11 +123,28 @@ def test_sequential_json_lists_leave_their_buffers_in_the_pool():
     assert pool.live >= 4 * grown_capacity(0.0, 50e6)
     assert model.memory.live_bytes >= model.memory.base_live + pool.live
     assert rss[-1] > 2 * rss[0]  # it builds up
-    # Protobuf has no such pool: its live heap falls back after each LIST.
-    proto, proto_rss = _sequential(Encoding.PROTOBUF, 20)
-    assert proto.memory.pool.live == 0.0
+    # Protobuf before 1.37 had no such pool: its live heap falls back after each LIST.
+    proto, proto_rss = _sequential(Encoding.PROTOBUF, 20, allocator_pool=False)
+    assert proto.memory.pool.live == 0.0 and proto.memory.allocators.live == 0.0
     assert proto.memory.live_bytes == pytest.approx(proto.memory.base_live)
     assert proto_rss[-1] < rss[-1]
+    # Since 1.37 the allocator pool keeps Protobuf's: each exactly one response's size.
+    pooled, pooled_rss = _sequential(Encoding.PROTOBUF, 20)
+    kept = pooled.memory.allocators.live
+    assert pooled.memory.pool.live == 0.0 and kept >= 4 * 50e6
+    assert kept / 50e6 == pytest.approx(round(kept / 50e6))
+    assert pooled.memory.live_bytes == pytest.approx(pooled.memory.base_live + kept)
+    assert proto_rss[-1] < pooled_rss[-1] < rss[-1]
+
+
+def test_an_allocator_grows_once_to_twice_its_capacity_plus_the_request():
+    assert grow(ALLOCATOR, 0.0, 50e6) == (50e6, 50e6)  # exactly the size, from nothing
+    assert grow(ALLOCATOR, 60e6, 50e6) == (60e6, 0.0)  # big enough: reused
+    assert grow(ALLOCATOR, 30e6, 50e6) == (110e6, 110e6)  # one new array of 2·30 + 50
+    assert grow(DOUBLING, 0.0, 1024) == (1024, growth_alloc_bytes(0.0, 1024))
+    pool = EncodeBufferPool(1, seed=1, growth=ALLOCATOR)
+    assert pool.use(0, 1000) == 1000 and pool.live == 1000
+    assert pool.use(0, 3000) == 5000 and pool.live == 5000
 
 
 def test_one_p_keeps_one_buffer():

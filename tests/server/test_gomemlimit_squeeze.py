@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 SCENARIO = "scenarios/gomemlimit-squeeze.yaml"
 CORES = 4  # the scenario's, and GOMAXPROCS
-OFFERED_PER_S = 1600
+OFFERED_PER_S = 2000
 
 
 def _run(count: int):

@@ -33,9 +33,11 @@ def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
     done: list[int] = []
     assert m.start(c, done.append)
     during = m.snapshot()
-    assert during.inflight_live_bytes == pytest.approx(plan.live_bytes)
-    assert during.live_bytes == pytest.approx(before.live_bytes + plan.live_bytes)
-    assert during.heap_inuse_bytes == pytest.approx(before.heap_inuse_bytes + plan.alloc_bytes)
+    buffer = fresh_buffer_bytes(plan)  # the allocator pool's, empty so far: one of the response's size
+    assert buffer == 1_000_000
+    assert during.inflight_live_bytes == pytest.approx(plan.live_bytes + buffer)
+    assert during.live_bytes == pytest.approx(before.live_bytes + plan.live_bytes + buffer)
+    assert during.heap_inuse_bytes == pytest.approx(before.heap_inuse_bytes + plan.alloc_bytes + buffer)
     assert during.requests_executing == 1
     env.run(until=S)  # the model's forced-GC actor never ends: always run until a time
     after = m.snapshot()
@@ -43,6 +45,7 @@ def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
     assert done == [round(plan.cpu_core_s * S)] or abs(done[0] - plan.cpu_core_s * S) <= 1
     assert after.gc_cycles == 0
     assert after.inflight_live_bytes == pytest.approx(0.0, abs=1e-6)
+    assert after.live_bytes == pytest.approx(before.live_bytes + buffer)  # the buffer went back to its pool
     assert after.garbage_bytes == pytest.approx(before.garbage_bytes + plan.alloc_bytes)
     assert after.request_cpu_seconds_total == pytest.approx(plan.cpu_core_s, abs=1e-9)
 
@@ -62,7 +65,7 @@ def test_etcd_list_waits_for_etcd_then_runs_on_cpu():
     env.run(until=int(etcd_ns) + 2)
     mid = m.snapshot()
     assert mid.etcd_reads_in_flight == 0 and mid.requests_executing == 1
-    assert mid.inflight_live_bytes == pytest.approx(plan.live_bytes)
+    assert mid.inflight_live_bytes == pytest.approx(plan.live_bytes + fresh_buffer_bytes(plan))
     env.run(until=S)
     assert abs(done[0] - (etcd_ns + plan.cpu_core_s * S)) <= 3
 
@@ -85,18 +88,23 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     p = ServerParams()
     mem = p.request_memory
     S_, n = 1e6, 100
-    # Whole Protobuf: a buffer of the plan's own; whole JSON: encoding/json's pooled buffer,
-    # held apart from the plan's bytes (2**20 bytes: 64 doubled up to 1e6).
+    # Whole Protobuf: one buffer of the response's size, the allocator pool's (before 1.37 one of
+    # the plan's own); whole JSON: encoding/json's pooled buffer, both held apart from the plan's
+    # bytes (2**20 bytes: 64 doubled up to 1e6).
     pb = Encoding.PROTOBUF
     etcd = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(S_, n, pb)))
     decoded = mem.etcd_decoded_multiplier * S_ + mem.decoded_bytes_per_object * n  # data and each object's structs
-    assert etcd.live_bytes == pytest.approx(S_ + decoded + mem.encode_buffer_multiplier * S_)
+    assert etcd.live_bytes == pytest.approx(S_ + decoded)
+    assert etcd.buffer_held and etcd.buffer_need == S_ and fresh_buffer_bytes(etcd) == S_
     cache_pb = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n, pb)))
-    assert cache_pb.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object + mem.encode_buffer_multiplier * S_)
+    assert cache_pb.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object)
+    old = ServerParams.model_validate({"request_memory": {"protobuf_allocator_pool": False}})
+    cache_pb_old = compute_plan(old, RequestCost(ServingPath.CACHE, ResponseShape(S_, n, pb)))
+    assert cache_pb_old.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object + S_)
+    assert not cache_pb_old.buffer_need and fresh_buffer_bytes(cache_pb_old) == 0.0
     cache = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n)))
     assert cache.live_bytes == pytest.approx(n * mem.struct_copy_bytes_per_object)
     assert cache.buffer_held and cache.buffer_need == S_ and fresh_buffer_bytes(cache) == 2**20
-    assert not cache_pb.buffer_need
     streamed = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))
     assert streamed.live_bytes < cache.live_bytes + fresh_buffer_bytes(cache)
     assert streamed.buffer_need == S_ / n and not streamed.buffer_held  # one item at a time
@@ -193,7 +201,7 @@ def test_etcd_wait_can_hold_the_receive_buffer():
     m.start(c, lambda t: None)
     assert m.snapshot().inflight_live_bytes == pytest.approx(1_000_000)
     env.run(until=int(m.plan(c).etcd_work * S) + 2)
-    assert m.snapshot().inflight_live_bytes == pytest.approx(m.plan(c).live_bytes)
+    assert m.snapshot().inflight_live_bytes == pytest.approx(m.plan(c).live_bytes + fresh_buffer_bytes(m.plan(c)))
 
 
 def test_sampler_reports_every_interval():

@@ -54,6 +54,7 @@ UNITS: dict[str, str] = {
     "RateLimit.burst": "tokens",
     "ClientBase.count": "instances",
     "ClientProcessing.workers": "responses",
+    "ClientProcessing.shared_cores": "cores",
     "Resource.decoded_size_multiplier": "ratio",
     "Resource.gzip_ratio": "ratio",
     "ClientNetwork.stream_bytes_per_s": "bytes/s",

@@ -159,12 +159,19 @@ class ResponseProcessor:
 
     Before that, a successful response may first be written to a disk cache one at a time
     (`serial_s` each: kubectl's discovery cache, written and synced under one lock). The wait
-    for that lock holds no worker: a goroutine blocked on a mutex or a sync takes no core."""
+    for that lock holds no worker: a goroutine blocked on a mutex or a sync takes no core.
 
-    __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at", "serial_ns", "serial_free_at")
+    Instances of one program (`shared_cores`) also share its cores: `cores`, one heap of free
+    times for all of them; a response then waits for its own worker and for a core."""
 
-    def __init__(self, spec: ClientProcessing | None, serial_s: float = 0.0) -> None:
-        """`spec`: a client's processing as loading resolved it (every field set); None for none."""
+    __slots__ = ("per_response_ns", "per_object_ns", "per_byte_ns", "free_at", "serial_ns", "serial_free_at",
+                 "cores")  # fmt: skip
+
+    def __init__(self, spec: ClientProcessing | None, serial_s: float = 0.0,
+                 cores: list[int] | None = None) -> None:  # fmt: skip
+        """`spec`: a client's processing as loading resolved it (every field set); None for none.
+        `cores`: the free times of the cores its program shares with other instances (a heap)."""
+        self.cores = cores
         per_response_s, per_object_s, per_byte_s, workers = 0.0, 0.0, 0.0, 1
         if spec is not None:
             if spec.per_response_s is None or spec.per_object_s is None or spec.per_byte_s is None or spec.workers is None:
@@ -193,31 +200,39 @@ class ResponseProcessor:
         work = int(work_ns)
         if work <= 0:
             return ready - now_ns, 0
-        end = max(ready, self.free_at[0]) + work
+        start = max(ready, self.free_at[0])
+        cores = self.cores
+        if cores is not None:
+            if cores[0] > start:
+                start = cores[0]
+            heapq.heapreplace(cores, start + work)
+        end = start + work
         heapq.heapreplace(self.free_at, end)
         return end - now_ns, work
 
 
-def response_processor(spec: ClientProcessing | None, serial_s: float = 0.0) -> ResponseProcessor | None:
+def response_processor(spec: ClientProcessing | None, serial_s: float = 0.0,
+                       cores: list[int] | None = None) -> ResponseProcessor | None:  # fmt: skip
     """None when responses take no time (no processing, or all zero, and no disk cache to write):
     they are handled as they arrive."""
     if (spec is None or spec.zero) and not serial_s:
         return None
-    return ResponseProcessor(spec if spec is not None and not spec.zero else None, serial_s)
+    return ResponseProcessor(spec if spec is not None and not spec.zero else None, serial_s, cores)
 
 
 class _Call:
     """One logical request of a Requester: what to send, and what became of its attempts."""
 
     __slots__ = ("attrs", "encoding", "on_result", "selectivity", "page", "object_bytes", "since", "retries",
-                 "start_ns")  # fmt: skip
+                 "start_ns", "on_arrived")  # fmt: skip
 
     def __init__(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
                  selectivity: float, page: int, object_bytes: float, since: Position | None,
-                 start_ns: int) -> None:  # fmt: skip
+                 start_ns: int, on_arrived: Callable[[ServerRequest], None] | None = None) -> None:  # fmt: skip
         self.attrs = attrs
         self.encoding = encoding
         self.on_result = on_result
+        self.on_arrived = on_arrived
         self.selectivity = selectivity
         self.page = page
         self.object_bytes = object_bytes
@@ -234,7 +249,8 @@ class Requester:
 
     def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
                  stats: ClientStats, client: str = "", processing: ClientProcessing | None = None,
-                 link: Link | None = None, rtt_s: float = 0.0, cache_write_s: float = 0.0) -> None:  # fmt: skip
+                 link: Link | None = None, rtt_s: float = 0.0, cache_write_s: float = 0.0,
+                 cores: list[int] | None = None) -> None:  # fmt: skip
         self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
         self.timers = timers
@@ -242,17 +258,19 @@ class Requester:
         self.bucket = token_bucket(rate_limit)
         self.stats = stats
         self.active = True
-        self.processor = response_processor(processing, cache_write_s)
+        self.processor = response_processor(processing, cache_write_s, cores)
         self.link = link  # the way responses come back (simapf.server.network); None: at once
         self.half_rtt_ns = int(round(rtt_s * NS_PER_S / 2))  # each way of a round trip
         self.conn = Connection()  # its HTTP/2 connection to an apiserver replica
 
     def do(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None], *,
            selectivity: float = 1.0, page: int = -1, object_bytes: float = 0.0,
-           since: Position | None = None) -> None:  # fmt: skip
+           since: Position | None = None, on_arrived: Callable[[ServerRequest], None] | None = None) -> None:  # fmt: skip
         """Send a request (Cluster.send's options), retrying 429s as client-go does;
-        `on_result(request)` once, with its final outcome."""
-        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.clock.now))
+        `on_result(request)` once, with its final outcome, after the client has processed it;
+        `on_arrived(request)` as a successful response arrives, before that."""
+        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.clock.now,
+                            on_arrived))  # fmt: skip
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
@@ -290,6 +308,8 @@ class Requester:
             return
         call, rec = arg
         now = self.timers.clock.now
+        if call.on_arrived is not None and rec.outcome == OK:
+            call.on_arrived(rec)
         if self.processor is not None:
             # The client decodes and handles the response first; only then does it act on it.
             delay, work = self.processor.take(rec, now)

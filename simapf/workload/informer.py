@@ -74,7 +74,7 @@ class InformerInstance(Instance):
             opts = self._opts(resource_version="", resource_version_match="NotOlderThan", send_initial_events=True)
             attrs = self.attrs("watch", spec.resource, self.namespace, opts)
             self.requester.do(attrs, spec.encoding, lambda rec: self._watch_list_done(rec, attrs),
-                              selectivity=spec.selectivity)  # fmt: skip
+                              selectivity=spec.selectivity, on_arrived=lambda rec: self._stream_arrived(rec, attrs))  # fmt: skip
             return
         if mode == "rv0":
             opts = self._opts(resource_version="0", limit=spec.list.page_size)
@@ -113,6 +113,13 @@ class InformerInstance(Instance):
         self.synced = True
         self._start_watch()
 
+    def _stream_arrived(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
+        """A WatchList's initial events are out: its stream goes on as the watch, which the
+        server holds from now on, while the client may still be decoding them."""
+        if self.active:
+            self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding,
+                                                     initial_events=True)  # fmt: skip
+
     def _watch_list_done(self, rec: ServerRequest, attrs: RequestAttributes) -> None:
         if not self.active:
             return
@@ -122,7 +129,8 @@ class InformerInstance(Instance):
         self.has_listed = True
         self.rv = self.ctx.cluster.position(rec)
         self.synced = True
-        self._opened(attrs, rec, initial_events=True)  # the WatchList stream goes on as the watch
+        if self.watch is not None and not self.watching:
+            self._watching()  # its stream, still open: synced, it watches on (else it broke and re-watched)
 
     def _relist_later(self) -> None:
         self.synced = False
@@ -152,10 +160,12 @@ class InformerInstance(Instance):
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
             self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
 
-    def _opened(self, attrs: RequestAttributes, rec: ServerRequest, initial_events: bool = False) -> None:
+    def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
+        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
+        self._watching()
+
+    def _watching(self) -> None:
         self.watching = True
-        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding,
-                                                 initial_events)  # fmt: skip
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
         watch = self.watch
         self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))

@@ -103,6 +103,7 @@ class Group(Protocol):
     ctx: Context
     stats: ClientStats
     link: Link | None
+    cores: list[int] | None  # free times of the cores its instances share (processing.shared_cores)
     resource: Callable[[str], ResourceObjects]
     iterations_left: int | None  # closed-loop: iterations its instances may still start (None: no end)
     outstanding: int  # open-loop: requests holding a `max_in_flight` slot
@@ -141,7 +142,8 @@ class Instance:
         self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
                                    group.stats, group.spec.name, processing, group.link,
                                    group.spec.network.rtt_s,
-                                   cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0)  # fmt: skip
+                                   cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0,
+                                   cores=group.cores)  # fmt: skip
         self.active = True
         self.rng = stream(group.ctx.seed, group.spec.name, index, "workload")
         # What each request of a template reads of it, found at its first request (the scenario's

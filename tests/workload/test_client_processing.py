@@ -145,6 +145,39 @@ def test_a_429_costs_only_the_per_response_time():
     assert proc.take(ok, 0) == (NS_PER_S // 1000 + work, work)
 
 
+def test_instances_of_one_program_share_its_cores():
+    """Each instance decodes in its own goroutine, but three of them in one program of two cores
+    take turns: the third response waits for the first core to be free."""
+    spec = ClientProcessing(per_response_s=1.0, per_object_s=0.0, per_byte_s=0.0, workers=1)
+    cores = [0, 0]
+    procs = [ResponseProcessor(spec, cores=cores) for _ in range(3)]
+    rec = ServerRequest(RequestAttributes(user="u", verb="list"), None, None, None, 0, None)
+    rec.outcome = OK
+    assert [p.take(rec, 0)[0] for p in procs] == [NS_PER_S, NS_PER_S, 2 * NS_PER_S]
+    alone = [ResponseProcessor(spec) for _ in range(3)]  # three programs: no waiting
+    assert [p.take(rec, 0)[0] for p in alone] == [NS_PER_S] * 3
+
+
+def test_a_watchlist_stream_is_held_by_the_server_while_its_informer_decodes_it():
+    """The initial events are out: the server holds the watch from then on, while the informers of
+    one two-core program decode their 40 MB of JSON one after another (~1.8 s each)."""
+    secrets = {"name": "secrets", "count": 40, "namespaces": 1, "object_size": {"mean_bytes": 1_000_000}}
+    client = {"name": "informers", "kind": "informer", "count": 6, "resource": "secrets", "namespace": "ns-0",
+              "encoding": "json", "list": {"mode": "watchlist"}, "identity": {"user": "i-{i}"},
+              "processing": {"shared_cores": 2}}  # fmt: skip
+    sc = scenario(client, duration_s=20.0, resources=[secrets])
+    sc["kubernetes"] = {"feature_gates": {"WatchList": True, "WatchListClient": True}}
+    sim = simulation(sc)
+    for group in sim.groups.values():
+        group.start()
+    sim.env.run(until=3 * NS_PER_S)  # every stream is out; four informers are still decoding
+    group = sim.groups["informers"]
+    assert sim.cluster.open_watches() == 6
+    assert sum(inst.watching for inst in group.instances) == 2
+    sim.env.run(until=10 * NS_PER_S)
+    assert sum(inst.watching for inst in group.instances) == 6
+
+
 # ------------------------------------------------------------------------- no token bucket
 
 

@@ -226,6 +226,15 @@ class ClientProcessing(StrictModel):
         ),
     )
 
+    shared_cores: int | None = Field(
+        None, ge=1,
+        description=(
+            "The instances are one program's (a process that starts N informers): its cores process at most "
+            "this many responses at once, all instances together, first come first served, each instance "
+            "still within its own `workers`. null = each instance is a process of its own."
+        ),
+    )
+
     def resolved(self, kind: str, encoding: str) -> "ClientProcessing":
         """These settings with every null replaced by `kind`'s default for `encoding`."""
         per_response, per_object, workers = PROCESSING_DEFAULTS[kind]
@@ -235,6 +244,7 @@ class ClientProcessing(StrictModel):
             per_object_s=per_object if self.per_object_s is None else self.per_object_s,
             per_byte_s=per_byte if self.per_byte_s is None else self.per_byte_s,
             workers=workers if self.workers is None else self.workers,
+            shared_cores=self.shared_cores,
         )
 
     @property

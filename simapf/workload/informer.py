@@ -130,7 +130,7 @@ class InformerInstance(Instance):
         self.rv = self.ctx.cluster.position(rec)
         self.synced = True
         if self.watch is not None and not self.watching:
-            self._watching()  # its stream, still open: synced, it watches on (else it broke and re-watched)
+            self._watching(self.watch)  # its stream, still open: synced, it watches on (else it broke and re-watched)
 
     def _relist_later(self) -> None:
         self.synced = False
@@ -161,13 +161,12 @@ class InformerInstance(Instance):
             self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
 
     def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
-        self.watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
-        self._watching()
+        self.watch = watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
+        self._watching(watch)
 
-    def _watching(self) -> None:
+    def _watching(self, watch: OpenWatch) -> None:
         self.watching = True
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
-        watch = self.watch
         self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
 
     def _timed_out(self, watch: OpenWatch) -> None:

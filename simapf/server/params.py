@@ -450,7 +450,8 @@ class RequestMemoryParams(_Params):
             "stack, as a request's), the cacher's cacheWatcher with its own processing goroutine (8 KiB, "
             "Go's smallest stack after one doubling) and its buffered input and result channels, the "
             "request with its context (~8 KiB) and the HTTP/2 stream's 4 KiB response writer "
-            "(k8s.io/apiserver storage/cacher cache_watcher.go, 1.37). Sum of those priors; not fitted."
+            "(k8s.io/apiserver storage/cacher cache_watcher.go, 1.37). Sum of those priors; not fitted. "
+            "Its encode buffers come on top: one or two of the largest object it has sent (simapf.server.costs)."
         ),
     )
 

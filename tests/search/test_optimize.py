@@ -164,7 +164,7 @@ def test_the_shipped_spec_loads_and_compares_with_every_shipped_policy():
 
     assert set(loaded.compare_with) == set(list_policy_names()) - {"constant"}
     assert {c.name for c in loaded.cases} == {"streamed", "whole"}
-    assert math.isclose(loaded.spec.constraints[1].max, 5 * 2**30)
+    assert math.isclose(loaded.spec.constraints[1].max, 4 * 2**30)  # "4Gi"
 
 
 def test_settings_a_scenario_refuses_fail_their_trial_and_the_search_still_ends(monkeypatch):

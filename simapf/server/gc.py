@@ -184,8 +184,8 @@ class GoGC:
         self._triggered = mem.heap_live
         self.alloc_during_mark = 0.0
         # The pools' victim copies are dropped as the cycle starts (sync.Pool's poolCleanup): not marked.
-        mem.pool.cleanup()
-        mem.allocators.cleanup()
+        for pool in mem.pools:
+            pool.cleanup()
         self._scan = mem.base_live + mem.inflight_live + mem.pooled + self.roots
         self._work = self.fixed + self._scan / self.mark_rate
         self._gc_cpu0 = self.cpu.gc_core_seconds()

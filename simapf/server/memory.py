@@ -33,7 +33,7 @@ from typing import Callable, Protocol
 
 from simapf.environment import Environment
 from simapf.server.params import ServerParams
-from simapf.server.pool import ALLOCATOR, EncodeBufferPool
+from simapf.server.pool import ALLOCATOR, DOUBLING, EncodeBufferPool
 
 _INV_NS = 1e-9
 
@@ -57,7 +57,7 @@ class MemoryModel:
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pool",
-        "allocators",
+        "allocators", "pools",
     )
 
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
@@ -83,8 +83,10 @@ class MemoryModel:
         self.peak_rss = 0.0
         self.rss_before_kill: float | None = None  # set by an allocation that did not fit
         self.peak_heap = 0.0
-        self.pool = EncodeBufferPool(params.cpu.procs, seed)
-        self.allocators = EncodeBufferPool(params.cpu.procs, seed, ALLOCATOR)
+        # Indexed by how their buffers grow (a plan's `buffer_growth`): DOUBLING, ALLOCATOR.
+        procs = params.cpu.procs
+        self.pools = (EncodeBufferPool(procs, seed, DOUBLING), EncodeBufferPool(procs, seed, ALLOCATOR))
+        self.pool, self.allocators = self.pools
         self.start_process(params.process.live_heap_bytes)
 
     def start_process(self, base_live: float) -> None:
@@ -92,8 +94,8 @@ class MemoryModel:
         self.alive = True
         self.base_live = base_live
         self.inflight_live = 0.0
-        self.pool.clear()
-        self.allocators.clear()
+        for pool in self.pools:
+            pool.clear()
         self.heap_live = base_live
         self.heap_free = 0.0
         self.lazy_free = 0.0
@@ -107,8 +109,8 @@ class MemoryModel:
         """The process is gone: it holds no memory."""
         self.alive = False
         self.base_live = self.inflight_live = self.heap_live = self.heap_free = self.lazy_free = 0.0
-        self.pool.clear()
-        self.allocators.clear()
+        for pool in self.pools:
+            pool.clear()
 
     # ------------------------------------------------------------------ gauges
 

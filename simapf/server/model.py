@@ -30,7 +30,7 @@ from simapf.server.network import Link
 from simapf.server.openapi import OpenAPIv2Rebuilds
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
-from simapf.server.pool import ALLOCATOR, GET, PUT, grow
+from simapf.server.pool import GET, PUT
 from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import Factors, WorkVariation
 
@@ -290,11 +290,11 @@ class ResourceModel:
         items give theirs back as each is encoded. A request that allocates in steps allocates
         the arrays its buffer outgrew along its work (`buffer_garbage`), with its other garbage."""
         mem = self.memory
-        pool = mem.allocators if plan.buffer_growth == ALLOCATOR else mem.pool
+        pool = mem.pools[plan.buffer_growth]
         if not plan.buffer_held:
             return pool.use(pool.proc(req.key, GET), plan.buffer_need)
         taken = pool.get(pool.proc(req.key, GET))
-        grown, alloc = grow(plan.buffer_growth, taken, plan.buffer_need)
+        grown, alloc = pool.grow(taken, plan.buffer_need)
         req.buffer = grown
         mem.inflight_live += grown
         if plan.alloc_steps > 1:
@@ -307,7 +307,7 @@ class ResourceModel:
         handler woke up on."""
         mem = self.memory
         mem.inflight_live -= req.buffer
-        pool = mem.allocators if req.plan.buffer_growth == ALLOCATOR else mem.pool
+        pool = mem.pools[req.plan.buffer_growth]
         pool.put(pool.proc(req.key, PUT), req.buffer)
         req.buffer = 0.0
 

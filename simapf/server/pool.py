@@ -173,9 +173,14 @@ class EncodeBufferPool:
         if self.private[pid] >= need:
             return 0.0  # this P's own buffer, big enough: taken and given back, nothing changes
         c = self.get(pid)
-        grown, alloc = grow(self.growth, c, need)
+        grown, alloc = self.grow(c, need)
         self.put(pid, grown)
         return alloc
+
+    def grow(self, capacity: float, need: float) -> tuple[float, float]:
+        """(capacity after writing `need` bytes into one of this pool's buffers of `capacity`,
+        bytes allocated doing it)."""
+        return grow(self.growth, capacity, need)
 
     def cleanup(self) -> float:
         """A GC cycle starts: the victim copy is dropped (its bytes are garbage now, returned)

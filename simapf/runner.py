@@ -48,7 +48,8 @@ class Simulation:
         api = sc.apiserver
         params = loaded.params
         admission = _admission(sc, env, seed)  # one webhook service, called by every replica
-        etcd = EtcdModel(env, params.etcd)  # one etcd, read by every replica
+        # One etcd, read by every replica; an embedded one lives in its apiserver's process.
+        etcd = None if params.etcd.embedded else EtcdModel(env, params.etcd)
         # Every replica is a whole apiserver: its own APF with the full limits (as upstream), its
         # own watch caches, memory, GC and OOM kills, its own stream of work variation; they
         # share etcd.

@@ -434,6 +434,11 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
         if more:
             text += f" (and {more} more problem{'s' if more > 1 else ''})"
         raise ConfigError(text) from None
+    if params.etcd.embedded and api.replicas > 1:
+        raise ConfigError(
+            "apiserver.params.etcd.embedded: an embedded etcd lives in one apiserver's process; "
+            f"apiserver.replicas is {api.replicas}, not 1"
+        )
     _check_room_to_start(params, sc)
     return params
 

@@ -18,6 +18,10 @@ Two disciplines (`etcd.discipline`), a choice the calibration makes:
 
 `read(work, callback, arg)`: `callback(arg)` when the response has arrived.
 
+An etcd embedded in the apiserver's process (`etcd.embedded`, as upstream's storage benchmarks
+run it) is `EmbeddedEtcd`: each range is a job of one core among the process's own, so it takes
+its turn with the requests and the GC, and its CPU is the process's.
+
 Several apiserver replicas share one etcd. When one of them dies, etcd stops its ranges (it
 checks the gRPC context between keys) and the others' go on: `cancel(owner)` drops the reads
 whose callback is a method of `owner`.
@@ -151,3 +155,57 @@ class EtcdModel:
         self._queue.clear()
         self._busy = 0
         self._busy_owners.clear()
+
+
+class EmbeddedEtcd:
+    """etcd inside the apiserver's process: a range is a job on the process's CPU (one core at
+    most, as one gRPC range is served by one goroutine), sharing it with requests and the GC."""
+
+    __slots__ = ("params", "cpu", "_in_flight", "_busy_s", "_epoch", "_done_cb")
+
+    def __init__(self, params: EtcdParams, cpu: ProcessorSharing) -> None:
+        self.params = params
+        self.cpu = cpu
+        self._in_flight = 0
+        self._busy_s = 0.0
+        self._epoch = 0
+        self._done_cb = self._done
+
+    def work(self, stored_bytes: float, objects: int = 0) -> float:
+        """Core-seconds of one range read of `stored_bytes` in `objects` keys."""
+        return range_work(self.params, stored_bytes, objects)
+
+    def read(self, work: float, callback: Callback, arg: Any = None) -> None:
+        """Start a range read of `work` core-seconds; `callback(arg)` when done."""
+        self._in_flight += 1
+        self.cpu.add(work, self._done_cb, (self._epoch, work, callback, arg))
+
+    def _done(self, value: tuple[int, float, Callback, Any]) -> None:
+        epoch, work, callback, arg = value
+        if epoch != self._epoch:
+            return
+        self._in_flight -= 1
+        self._busy_s += work
+        callback(arg)
+
+    @property
+    def in_flight(self) -> int:
+        """Ranges being served."""
+        return self._in_flight
+
+    def busy_seconds(self) -> float:
+        """Core-seconds of the ranges served so far."""
+        return self._busy_s
+
+    def cancel(self, owner: object) -> None:
+        """The process died, and its etcd with it (its CPU jobs are cleared by the caller)."""
+        self.clear()
+
+    def clear(self) -> None:
+        self._epoch += 1
+        self._in_flight = 0
+
+
+def etcd_for(env: Environment, params: EtcdParams, cpu: ProcessorSharing) -> EtcdModel | EmbeddedEtcd:
+    """The etcd an apiserver with CPU `cpu` reads: embedded in its process, or its own server."""
+    return EmbeddedEtcd(params, cpu) if params.embedded else EtcdModel(env, params)

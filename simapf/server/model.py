@@ -23,7 +23,7 @@ import simpy
 from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
-from simapf.server.etcd import EtcdModel
+from simapf.server.etcd import EmbeddedEtcd, EtcdModel, etcd_for
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
@@ -123,7 +123,7 @@ class ResourceModel:
 
     def __init__(
         self, env: Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None,
-        etcd: EtcdModel | None = None,
+        etcd: EtcdModel | EmbeddedEtcd | None = None,
     ) -> None:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
         default its own, from `params.etcd`)."""
@@ -141,7 +141,7 @@ class ResourceModel:
             gc_sharing=params.gc.cpu_sharing,
             gc_idle_workers=params.gc.idle_mark_workers,
         )
-        self.etcd = etcd if etcd is not None else EtcdModel(env, params.etcd)
+        self.etcd = etcd if etcd is not None else etcd_for(env, params.etcd, self.cpu)
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
         self.memory = MemoryModel(env, params, seed=self.vary.seed)
         self.gc = GoGC(env, params, self.memory, self.cpu)

@@ -226,6 +226,15 @@ class EtcdParams(_Params):
         "Range reads etcd serves side by side (its servers: the cores it gives ranges); one range runs on one. "
         "The calibration's shared Kind node: 1, with `ps`."
     ))
+    embedded: bool = Field(
+        False,
+        description=(
+            "etcd runs inside the apiserver's process, as in upstream's storage tests and benchmarks "
+            "(k8s.io/apiserver storage/etcd3/testserver starts it with embed.StartEtcd): each range is a job "
+            "of one core on the process's own cores, its CPU is the process's, and concurrency and "
+            "discipline do not apply. Its heap is not modelled. Only with one apiserver replica."
+        ),
+    )
     discipline: Literal["ps", "fifo"] = Field(
         'ps',
         description=(

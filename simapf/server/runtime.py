@@ -32,7 +32,7 @@ from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 
 if TYPE_CHECKING:
-    from simapf.server.etcd import EtcdModel
+    from simapf.server.etcd import EmbeddedEtcd, EtcdModel
     from simapf.server.webhooks import Admission
 
 # Outcomes a client sees
@@ -115,7 +115,7 @@ class SimulatedAPIServer:
         rng: np.random.Generator | None = None,
         admission: "Admission | None" = None,
         replica: int = 0,
-        etcd: "EtcdModel | None" = None,
+        etcd: "EtcdModel | EmbeddedEtcd | None" = None,
     ) -> None:
         """`rng`: the stream that varies each request's work (`request_cpu.work_cv`).
         `admission`: the admission webhooks writes pass through while they hold their seats.

@@ -334,7 +334,9 @@ def build_report(
             "(`calibration/validation/`: `sources.yaml` quotes each number with its source, "
             "`scenarios/` says where every setting comes from, `table.yaml` what is compared and within "
             "what tolerance). None of them was used to fit a parameter; "
-            "`tests/calibration/test_validation_table.py` runs them.",
+            "`tests/calibration/test_validation_table.py` runs them. Each scenario runs with its own seed "
+            "and the next four, and a prediction is the median of the five runs: one run is one draw of "
+            "the model's randomness, and some readings move by a factor of two between seeds.",
             "",
             validation.rstrip(),
             "",

@@ -12,7 +12,10 @@ and the tolerance the source's precision allows.
 
 Runs are deduplicated (rows reading the same scenario with the same overrides share one run)
 and executed in local worker processes (joblib/loky, the sweeps' local backend), each worker
-returning only the numbers its rows read. Nothing here changes a scenario after the fact: a row
+returning only the numbers its rows read. Each run is repeated with `SEEDS` seeds (the
+scenario's own and the next ones) and a reading is the median over them: one run is one draw
+of the model's randomness (each request's work, the Ps a pooled buffer lands on, arrival
+phases), and some readings move by a factor of two from one seed to the next. Nothing here changes a scenario after the fact: a row
 that the model cannot reach is marked `known_wrong` in the table, with the missing mechanism.
 """
 
@@ -34,6 +37,10 @@ from simapf.errors import ConfigError
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
 TABLE = VALIDATION_DIR / "table.yaml"
 SOURCES = VALIDATION_DIR / "sources.yaml"
+
+# Runs per scenario, seeds `run.seed` .. `run.seed + SEEDS - 1`; a reading is their median. One
+# LIST of 16 GB (pr141378) lasts 124-284 s over seeds 1-9, its work drawn once per request.
+SEEDS = 5
 
 # Display units: a row's `measured` is in its unit; extractors return base units (bytes, s, cores).
 UNITS: dict[str, float] = {
@@ -454,19 +461,25 @@ def _build(rows: list[dict]) -> dict[str, Row]:
 # ------------------------------------------------------------------------------ running
 
 
-def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], base: str) -> dict[str, Any]:
-    """Run one scenario (in a worker) and return the readings asked of it: {(quantity, args): value}."""
+def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], base: str,
+             seed_offset: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Run one scenario (in a worker), its seed moved on by `seed_offset`, and return the
+    readings asked of it: {(quantity, args): value}."""
     import simapf
 
     start = time.perf_counter()
-    loaded = simapf.load_scenario(Path(base) / scenario, json.loads(overrides))
+    over = json.loads(overrides)
+    loaded = simapf.load_scenario(Path(base) / scenario, over)
+    if seed_offset:
+        over["run.seed"] = loaded.scenario.run.seed + seed_offset
+        loaded = simapf.load_scenario(Path(base) / scenario, over)
     result = simapf.run(loaded)
     params = loaded.params
     values = {}
     for quantity, args in readings:
         values[(quantity, args)] = float(EXTRACTORS[quantity](result, loaded, params, json.loads(args)))
-    return {"key": (scenario, overrides), "values": values, "wall_s": time.perf_counter() - start,
-            "sim_s": loaded.scenario.run.duration_s}  # fmt: skip
+    return {"key": (scenario, overrides), "seed_offset": seed_offset, "values": values,
+            "wall_s": time.perf_counter() - start, "sim_s": loaded.scenario.run.duration_s}  # fmt: skip
 
 
 def _cost_hint(scenario: str, base: Path) -> float:
@@ -480,8 +493,9 @@ def _cost_hint(scenario: str, base: Path) -> float:
 
 
 def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers: int | None = None,
-              path: str | Path = TABLE) -> pd.DataFrame:  # fmt: skip
-    """Run the table's scenarios (or only what `rows`, a list of ids, needs) and compare.
+              path: str | Path = TABLE, seeds: int = SEEDS) -> pd.DataFrame:  # fmt: skip
+    """Run the table's scenarios (or only what `rows`, a list of ids, needs) and compare; each
+    reading is the median of `seeds` runs (a ratio, the ratio of its two medians).
 
     Returns one line per row: id, source, quantity, measured, predicted (in the row's unit), unit,
     error (predicted/measured - 1), fold (max(p/m, m/p)), tolerance, within, and known_wrong,
@@ -499,29 +513,33 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     for rid in wanted:
         for part in built[rid].parts:
             runs.setdefault(part.run_key, set()).add((part.quantity, part.args))
-    tasks = sorted(runs.items(), key=lambda kv: -_cost_hint(kv[0][0], base))
+    if seeds < 1:
+        raise ValueError("seeds must be at least 1")
+    order = sorted(runs.items(), key=lambda kv: -_cost_hint(kv[0][0], base))
+    tasks = [(key, rs, k) for key, rs in order for k in range(seeds)]
 
     from simapf.sweeps.backends import cpu_count
 
     n = max(1, min(workers or cpu_count(), len(tasks)))
     started = time.perf_counter()
-    results: dict[tuple[str, str], dict] = {}
+    draws: dict[tuple[str, str], list[dict]] = {}
     if n == 1:
-        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base)) for (s, o), rs in tasks)
+        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k) for (s, o), rs, k in tasks)
     else:
         from joblib import Parallel, delayed
 
         parallel = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered", batch_size=1)
-        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base)) for (s, o), rs in tasks)
+        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k) for (s, o), rs, k in tasks)
     for out in outputs:
-        results[out["key"]] = out
+        draws.setdefault(out["key"], []).append(out)
         if progress:
             s, o = out["key"]
-            print(f"[{time.perf_counter() - started:6.1f} s] {s} {o if o != '{}' else ''} "
+            print(f"[{time.perf_counter() - started:6.1f} s] {s} {o if o != '{}' else ''} seed +{out['seed_offset']} "
                   f"({out['sim_s']:g} simulated s in {out['wall_s']:.1f} s)", flush=True)  # fmt: skip
 
     def value(r: Reading) -> float:
-        return results[r.run_key]["values"][(r.quantity, r.args)]
+        got = [d["values"][(r.quantity, r.args)] for d in draws[r.run_key]]
+        return float(np.median(got)) if all(_finite(x) for x in got) else math.nan
 
     lines = []
     for rid in wanted:
@@ -553,6 +571,7 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     df = pd.DataFrame(lines)
     df.attrs["wall_s"] = time.perf_counter() - started
     df.attrs["runs"] = len(tasks)
+    df.attrs["seeds"] = seeds
     df.attrs["workers"] = n
     return df
 
@@ -628,7 +647,9 @@ def markdown(df: pd.DataFrame, sources: dict[str, dict] | None = None) -> str:
         f"worst fold x{_fmt(a['worst_fold'])} ({a['worst_fold_id']})."
     )
     if "wall_s" in df.attrs:
-        out.append(f"{df.attrs['runs']} runs on {df.attrs['workers']} worker(s) took {df.attrs['wall_s']:.0f} s.")
+        seeds = df.attrs.get("seeds", 1)
+        each = f" (each scenario with {seeds} seeds; a prediction is their median)" if seeds > 1 else ""
+        out.append(f"{df.attrs['runs']} runs{each} on {df.attrs['workers']} worker(s) took {df.attrs['wall_s']:.0f} s.")
     if notes:
         out += ["", "Known wrong (the model lacks the mechanism that decides the row; the test expects these to fail):", ""]
         out += notes

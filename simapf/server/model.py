@@ -160,6 +160,7 @@ class ResourceModel:
         self._started = 0
         self.writing = 0  # responses a co-located client is still reading
         self._restart_cb = self._restart
+        self._delivered_cb = self._delivered
         self._links: list[Link] = []  # client links that carried a response of this process
         self.held_bytes = params.request_memory.request_held_bytes
         self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
@@ -361,12 +362,11 @@ class ResourceModel:
     def _read(self, req: Running) -> None:
         delay = req.plan.write_delay_ns
         if delay:
-            self.env.timeout(delay, req).callbacks.append(self._delivered)
+            self.clock.alarm(delay, self._delivered_cb, req)
         else:
             self._written(req)
 
-    def _delivered(self, event: simpy.Event) -> None:
-        req = event._value
+    def _delivered(self, req: Running) -> None:
         if req.epoch == self.process.epoch:  # else the process died meanwhile
             self._written(req)
 

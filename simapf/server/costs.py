@@ -17,7 +17,9 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
                 + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
 
-    cpu = request + [etcd call + receive·B + decode_obj·N + decode_byte·B]   (etcd)
+    cpu = request + [etcd call + receive·B + decode_obj·N + decode_byte·B]   (etcd; receive·B
+                  runs alongside etcd's work, as gRPC's transport takes the range in while etcd
+                  sends it; a streamed range's decoding does too)
                   + [cache_obj·N]                                            (cache)
                   + convert·S (resources that convert)
                   + (enc_obj·n + enc_byte·S)·(1 + streaming overhead if streamed)
@@ -65,7 +67,8 @@ class RequestPlan:
     error: str = ""  # the request fails once etcd has served its range (HTTP 500)
     # Its garbage is allocated in this many steps along its CPU work (1: all at the start).
     alloc_steps: int = 1
-    # CPU that runs while etcd sends the range (a streamed range is decoded as its chunks arrive);
+    # CPU that runs while etcd sends the range (a unary range's receiving; a streamed range's
+    # decoding, as its chunks arrive);
     # `cpu_core_s` is what follows once both have ended. The request holds `wait_live_bytes` meanwhile.
     decode_core_s: float = 0.0
     # Bytes a pooled encoding/json buffer must hold (0: not encoded by encoding/json). A whole
@@ -251,7 +254,10 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         else:
             held = B + decoded + conv_live
             alloc = held * temp + enc_alloc
-            cpu = cpu_p.request_core_s + decode_cost(params, B, N) + conv_cpu + encode_cpu
+            # gRPC's transport takes the response in (TLS, HTTP/2 frames, the message's bytes)
+            # while etcd sends it; the unmarshal and the objects' decoding follow.
+            decode = cpu_p.etcd_receive_core_s_per_byte * B
+            cpu = cpu_p.request_core_s + decode_cost(params, B, N) - decode + conv_cpu + encode_cpu
             wait_live = params.etcd.wait_live_fraction * B
             if B > ETCD_MAX_RESPONSE_BYTES:
                 # etcd builds and sends the whole response; the client refuses it, and the handler
@@ -301,9 +307,10 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
     """A watch cache's initial LIST from etcd after a restart, and the bytes the cache keeps.
 
     Live while it runs: the range response and the decoded objects; when it ends the response
-    is garbage and the decoded objects stay as the cache. With EtcdRangeStream the range is
-    decoded as its chunks arrive (`decode_core_s`, alongside etcd's work), and only a few chunks
-    of it are held at once.
+    is garbage and the decoded objects stay as the cache. A unary range is taken in while etcd
+    sends it and decoded after (`decode_core_s` is the receiving, alongside etcd's work); with
+    EtcdRangeStream it is decoded as its chunks arrive (`decode_core_s` is all of the decoding),
+    and only a few chunks of it are held at once.
     """
     B = float(stored_bytes)
     cache = cache_bytes(params, object_count, stored_bytes, decoded_multiplier)
@@ -314,7 +321,8 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
     if params.features.etcd_range_stream:
         live = stream_window_bytes(params, B, object_count) + cache
         return RequestPlan(insert, etcd, 0.0, live, alloc, decode_core_s=decode), cache
-    return RequestPlan(decode + insert, etcd, 0.0, B + cache, alloc), cache
+    receive = params.request_cpu.etcd_receive_core_s_per_byte * B
+    return RequestPlan(decode - receive + insert, etcd, 0.0, B + cache, alloc, decode_core_s=receive), cache
 
 
 def cache_bytes(params: ServerParams, object_count: int, stored_bytes: float,

@@ -322,7 +322,11 @@ class RequestCpuParams(_Params):
     )
     etcd_request_core_s: float = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")
     etcd_receive_core_s_per_byte: float = Field(
-        1.5e-9, ge=0, description="apiserver CPU per stored byte received from etcd (gRPC, unmarshal RangeResponse). Hypothesis (the fit moves decode_core_s_per_byte, with which it is collinear)."
+        1.5e-9, ge=0, description=(
+            "apiserver CPU per stored byte received from etcd: TLS, HTTP/2 frames and the message's bytes, which "
+            "gRPC's transport takes in while etcd sends the range, alongside etcd's work (the RangeResponse's "
+            "unmarshal and the objects' decoding follow it, in decode_core_s_per_byte). Hypothesis."
+        ),
     )
     decode_core_s_per_object: float = Field(6.134003876203526e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
     decode_core_s_per_byte: float = Field(4.164634112875121e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")

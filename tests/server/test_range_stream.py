@@ -47,8 +47,10 @@ def test_a_streamed_range_is_a_unary_ones_work_split_and_holds_no_whole_range(ob
     B, n = 1e8, int(1e8 / object_bytes)
     unary = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(B, n), True, False))
     streamed = compute_plan(p, RequestCost(ServingPath.ETCD, ResponseShape(B, n), True, True))
-    assert unary.decode_core_s == 0.0 and streamed.decode_core_s > 0.0
-    assert streamed.cpu_core_s + streamed.decode_core_s == pytest.approx(unary.cpu_core_s)
+    # A unary range is only received alongside etcd's work; a streamed one is decoded too.
+    assert unary.decode_core_s == pytest.approx(p.request_cpu.etcd_receive_core_s_per_byte * B)
+    assert streamed.decode_core_s > 2 * unary.decode_core_s
+    assert streamed.cpu_core_s + streamed.decode_core_s == pytest.approx(unary.cpu_core_s + unary.decode_core_s)
     assert streamed.etcd_work == unary.etcd_work
     assert streamed.alloc_bytes == pytest.approx(unary.alloc_bytes)  # every chunk still allocated
     assert streamed.live_bytes == pytest.approx(unary.live_bytes - B)  # the range's bytes freed
@@ -64,7 +66,7 @@ def test_a_small_range_holds_at_most_itself_undecoded():
     assert plan.wait_live_bytes == pytest.approx(1e5)
 
 
-def _one_list(ranged: bool) -> tuple[int, float, float]:
+def _one_list(ranged: bool):
     env = Environment()
     model = ResourceModel(env, ServerParams(request_cpu={"work_cv": 0.0}))
     cost = RequestCost(ServingPath.ETCD, ResponseShape(1e8, 100_000), True, ranged)
@@ -73,16 +75,28 @@ def _one_list(ranged: bool) -> tuple[int, float, float]:
     assert model.start(cost, done.append)
     env.run(until=int(60e9))
     assert done
-    return done[0], plan.etcd_work, plan.decode_core_s
+    return done[0], plan
 
 
 def test_a_streamed_range_is_decoded_while_etcd_sends_it():
-    unary_ns, etcd_s, _ = _one_list(False)
-    streamed_ns, _, decode_s = _one_list(True)
+    unary_ns, unary = _one_list(False)
+    streamed_ns, streamed = _one_list(True)
+    etcd_s, decode_s = streamed.etcd_work, streamed.decode_core_s
     assert 0.3 < etcd_s / decode_s < 3  # comparable, so the overlap shows
     assert streamed_ns >= max(etcd_s, decode_s) * S
-    # The unary LIST waits for the whole range before it decodes: it takes the overlap longer.
-    assert unary_ns - streamed_ns == pytest.approx(min(etcd_s, decode_s) * S, rel=0.15)
+    # The unary LIST is received as etcd sends it, and decoded only when the whole range is in.
+    receive_s = unary.decode_core_s
+    assert 0 < receive_s < etcd_s
+    assert unary_ns >= (etcd_s + unary.cpu_core_s) * S
+    assert unary_ns - streamed_ns == pytest.approx((min(etcd_s, decode_s) - receive_s) * S, rel=0.15)
+
+
+def test_a_unary_range_is_received_while_etcd_sends_it():
+    """Without the overlap the LIST would take etcd's time, then the receiving, then the rest."""
+    unary_ns, unary = _one_list(False)
+    overlapped = max(unary.etcd_work, unary.decode_core_s) + unary.cpu_core_s
+    assert unary_ns == pytest.approx(overlapped * S, rel=0.02)
+    assert unary_ns < (unary.etcd_work + unary.decode_core_s + unary.cpu_core_s) * S - 0.5 * unary.decode_core_s * S
 
 
 @pytest.mark.parametrize("ranged", [False, True])
@@ -97,8 +111,9 @@ def test_a_streamed_watch_cache_fill_is_faster_and_holds_no_whole_range(ranged):
     env.run(until=int(120e9))
     plan, _cache = refill_plan(p, 100_000, 1e9)
     assert ready
-    decode = plan.decode_core_s if ranged else plan.cpu_core_s - p.request_cpu.refill_core_s_per_object * 100_000
-    floor = max(plan.etcd_work, decode) if ranged else plan.etcd_work + decode
+    insert = p.request_cpu.refill_core_s_per_object * 100_000
+    # Alongside etcd: the whole decoding of a streamed range, the receiving of a unary one.
+    floor = max(plan.etcd_work, plan.decode_core_s) + (0.0 if ranged else plan.cpu_core_s - insert)
     assert floor * S <= ready[0] <= 1.5 * floor * S
     unary, _ = refill_plan(ServerParams(features={"etcd_range_stream": False}), 100_000, 1e9)
     if ranged:

@@ -201,7 +201,7 @@ def import_cluster(apf: Path, metrics: Path, api_resources: Path, out: Path, *, 
         "clients": clients,
     }  # fmt: skip
     header = [
-        f"# Imported by `simapf import` from a real cluster's artefacts (simapf/importer.py says how).",
+        "# Imported by `simapf import` from a real cluster's artefacts (simapf/importer.py says how).",
         f"#   {metrics}: kubectl get --raw /metrics; uptime {uptime_s:,.0f} s"
         + (" (--uptime-s)" if scraped_at_unix_s is None else " (--scraped-at less process_start_time_seconds)"),
         f"#   {api_resources}: kubectl api-resources",

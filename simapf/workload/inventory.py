@@ -52,24 +52,29 @@ class ResourceObjects:
     def total(self) -> tuple[int, float]:
         return sum(self.counts), sum(self.bytes)
 
+    def _scope(self, namespace: str | None) -> int | None:
+        """The namespace a request scoped to `namespace` sees: its index, None for all of them
+        (None/'' or a cluster-scoped resource), -1 for a namespace with nothing in it."""
+        if not namespace or not self.spec.namespaced:
+            return None
+        try:
+            return self.namespaces.index(namespace)
+        except ValueError:
+            return -1
+
     def in_namespace(self, namespace: str | None) -> tuple[int, float]:
         """(objects, stored bytes) a request scoped to `namespace` sees (None/'' = all)."""
-        if not namespace or not self.spec.namespaced:
+        i = self._scope(namespace)
+        if i is None:
             return self.total()
-        try:
-            i = self.namespaces.index(namespace)
-        except ValueError:
-            return 0, 0.0  # a namespace with nothing in it
-        return self.counts[i], self.bytes[i]
+        return (self.counts[i], self.bytes[i]) if i >= 0 else (0, 0.0)
 
     def largest_size(self, namespace: str | None) -> float:
         """The largest object a request scoped to `namespace` (None/'' = all) has seen in it."""
-        if not namespace or not self.spec.namespaced:
+        i = self._scope(namespace)
+        if i is None:
             return max(self.largest, default=0.0)
-        try:
-            return self.largest[self.namespaces.index(namespace)]
-        except ValueError:
-            return 0.0
+        return self.largest[i] if i >= 0 else 0.0
 
     def mean_size(self, namespace: str | None = None) -> float:
         n, b = self.in_namespace(namespace)

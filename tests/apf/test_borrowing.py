@@ -24,7 +24,7 @@ from simapf.apf.borrowing import (
     concurrency_denominator,
 )
 from simapf.apf.integrator import Integrator, IntegratorResults
-from simapf.apf.limits import LevelSpec, compute_limits
+from simapf.apf.limits import compute_limits
 
 PERIOD = BORROWING_ADJUSTMENT_PERIOD_NS
 

@@ -11,7 +11,6 @@ taken off the list. docs/validation.md shows every cell.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from simapf.calibrate.data import SEATS, cells, load_rows

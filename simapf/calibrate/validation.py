@@ -15,8 +15,9 @@ and executed in local worker processes (joblib/loky, the sweeps' local backend),
 returning only the numbers its rows read. Each run is repeated with `SEEDS` seeds (the
 scenario's own and the next ones) and a reading is the median over them: one run is one draw
 of the model's randomness (each request's work, the Ps a pooled buffer lands on, arrival
-phases), and some readings move by a factor of two from one seed to the next. Nothing here changes a scenario after the fact: a row
-that the model cannot reach is marked `known_wrong` in the table, with the missing mechanism.
+phases), and some readings move by a factor of two from one seed to the next. Nothing here
+changes a scenario after the fact: a row that the model cannot reach is marked `known_wrong` in
+the table, with the missing mechanism.
 """
 
 from __future__ import annotations

@@ -81,6 +81,24 @@ def test_tolerance_and_fold():
         v.Tolerance.parse("thirty", "t")
 
 
+def test_a_reading_is_the_median_of_its_seeds():
+    """Each seed is its own draw (the scenario's seed, then the next ones), and the table reads
+    their median; one seed reads that draw alone."""
+    row_id = "issue114276-memory-after-20-lists"  # its RSS moves with the Ps its buffers land on
+    r = v._build(v.load_table())[row_id].reading
+    draws = [v._run_one(r.scenario, r.overrides, [(r.quantity, r.args)], str(v.VALIDATION_DIR), k)
+             ["values"][(r.quantity, r.args)] for k in range(3)]  # fmt: skip
+    assert len(set(draws)) == 3  # the seeds differ
+    table = v.run_table([row_id], workers=1, seeds=3)
+    scale = v.UNITS[table.loc[0, "unit"]]
+    assert table.loc[0, "predicted"] == pytest.approx(sorted(draws)[1] / scale, rel=1e-12)
+    assert table.attrs["runs"] == 3 and table.attrs["seeds"] == 3
+    single = v.run_table([row_id], workers=1, seeds=1)
+    assert single.loc[0, "predicted"] == pytest.approx(draws[0] / scale, rel=1e-12)
+    with pytest.raises(ValueError):
+        v.run_table([row_id], workers=1, seeds=0)
+
+
 def test_scraped_peak_reads_like_a_dashboard():
     import pandas as pd
 

@@ -132,6 +132,12 @@ def watch_buffer_copies(encoding: Encoding) -> int:
     return 1 if encoding is Encoding.PROTOBUF else 2
 
 
+def receive_cost(params: ServerParams, stored_bytes: float) -> float:
+    """Core-seconds gRPC's transport spends taking a range in as etcd sends it (part of
+    `decode_cost`)."""
+    return params.request_cpu.etcd_receive_core_s_per_byte * stored_bytes
+
+
 def decode_cost(params: ServerParams, stored_bytes: float, objects: int) -> float:
     """Core-seconds to call etcd for a range, receive it and decode its objects."""
     c = params.request_cpu
@@ -256,7 +262,7 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             alloc = held * temp + enc_alloc
             # gRPC's transport takes the response in (TLS, HTTP/2 frames, the message's bytes)
             # while etcd sends it; the unmarshal and the objects' decoding follow.
-            decode = cpu_p.etcd_receive_core_s_per_byte * B
+            decode = receive_cost(params, B)
             cpu = cpu_p.request_core_s + decode_cost(params, B, N) - decode + conv_cpu + encode_cpu
             wait_live = params.etcd.wait_live_fraction * B
             if B > ETCD_MAX_RESPONSE_BYTES:
@@ -321,7 +327,7 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
     if params.features.etcd_range_stream:
         live = stream_window_bytes(params, B, object_count) + cache
         return RequestPlan(insert, etcd, 0.0, live, alloc, decode_core_s=decode), cache
-    receive = params.request_cpu.etcd_receive_core_s_per_byte * B
+    receive = receive_cost(params, B)
     return RequestPlan(decode - receive + insert, etcd, 0.0, B + cache, alloc, decode_core_s=receive), cache
 
 

@@ -56,8 +56,7 @@ class MemoryModel:
         "env", "clock", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
-        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pool",
-        "allocators", "pools",
+        "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pools",
     )
 
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
@@ -86,7 +85,6 @@ class MemoryModel:
         # Indexed by how their buffers grow (a plan's `buffer_growth`): DOUBLING, ALLOCATOR.
         procs = params.cpu.procs
         self.pools = (EncodeBufferPool(procs, seed, DOUBLING), EncodeBufferPool(procs, seed, ALLOCATOR))
-        self.pool, self.allocators = self.pools
         self.start_process(params.process.live_heap_bytes)
 
     def start_process(self, base_live: float) -> None:
@@ -116,16 +114,27 @@ class MemoryModel:
 
     @property
     def live_bytes(self) -> float:
-        return self.base_live + self.inflight_live + self.pool.live + self.allocators.live
+        return self.base_live + self.inflight_live + self.pooled
+
+    @property
+    def pool(self) -> EncodeBufferPool:
+        """encoding/json's pool of encode buffers."""
+        return self.pools[DOUBLING]
+
+    @property
+    def allocators(self) -> EncodeBufferPool:
+        """The allocator pool whole Protobuf responses take their buffer from (1.37)."""
+        return self.pools[ALLOCATOR]
 
     @property
     def pooled(self) -> float:
         """Bytes of encode buffers the pools keep between responses."""
-        return self.pool.live + self.allocators.live
+        json, allocators = self.pools
+        return json.live + allocators.live
 
     @property
     def garbage_bytes(self) -> float:
-        g = self.heap_live - self.base_live - self.inflight_live - self.pool.live - self.allocators.live
+        g = self.heap_live - self.base_live - self.inflight_live - self.pooled
         return g if g > 0.0 else 0.0
 
     def rss_bytes(self) -> float:

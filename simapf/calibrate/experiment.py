@@ -123,6 +123,11 @@ class ExperimentSetup(_Params):
             return self.window_s
         return min(self.window_s, max(MIN_WINDOW_S, self.window_requests / qps))
 
+    def run_longer(self, factor: float) -> "ExperimentSetup":
+        """The same set-up with its warm-up and its window `factor` times as long: how long the
+        experiment ran is not reported, and this is how the report checks the choice."""
+        return self.model_copy(update={"warmup_s": self.warmup_s * factor, "window_s": self.window_s * factor})
+
     def requests_for(self, qps: float) -> float:
         """About how many requests a row at `qps` simulates (for scheduling)."""
         return qps * (self.warmup_for(qps) - self.ramp_s / 2 + self.window_for(qps))

@@ -106,6 +106,15 @@ def test_summary_meets_the_acceptance_criteria(grid):
 
 
 @pytest.mark.slow
+def test_the_data_does_not_support_a_longer_run(grid):
+    # How long the experiment ran is not reported; the reconstruction's warm-up and window are a
+    # choice, which the validation scenarios of the same harness inherit. A model on which a run
+    # twice as long fits the data better is one on which that choice must be revisited.
+    longer = run_grid(cells(ROWS), ServerParams(), ExperimentSetup().run_longer(2.0))
+    assert summarise(ROWS, grid).memory_median < summarise(ROWS, longer).memory_median
+
+
+@pytest.mark.slow
 def test_under_overload_more_seats_move_memory_the_way_the_data_does(grid):
     # More seats per LIST shrink the backlog executing (less memory), except where the backlog
     # moves into APF's queues instead and the requests waiting there hold their memory: the

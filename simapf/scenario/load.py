@@ -414,8 +414,10 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     # etcd client built its own logger (kubernetes#111477); before 1.28 every CRD change rebuilt
     # the OpenAPI v2 document (kubernetes#118212); before 1.21 kube-apiserver was built with a Go
     # (1.12-1.15) that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a
-    # fresh buffer, not a pooled one (kubernetes#139350).
+    # fresh buffer, not a pooled one (kubernetes#139350); before 1.25 it was built with a Go (1.18 or
+    # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched.
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
+                        (["request_memory", "buffer_growth_zeroes"], not sc.version_before(1, 25)),
                         (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed"),
                         (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37))):  # fmt: skip

@@ -21,7 +21,13 @@ Quantities, all bytes (floats):
   heap reuses them first when it grows, so they keep RSS at its high-water mark without ever
   pushing it past it: the limit is crossed when the heap itself crosses it, as with MADV_DONTNEED.
 
-    RSS = (heap_live + heap_free + lazy_free)·(1 + heap_metadata_fraction) + nonheap_bytes
+- `untouched`: heap bytes never written, so not resident: the unwritten tails of encode buffers
+  grown with make on pages fresh from the OS (`request_memory.buffer_growth_zeroes: false`, Go
+  1.18 and older) while a request or the pool holds them, and once they are garbage until the
+  cycle that frees them ends (freed, they are free pages that cost nothing until reused). Always
+  0 when buffers grow with append, which writes the whole new array.
+
+    RSS = (heap_live + heap_free + lazy_free − untouched)·(1 + heap_metadata_fraction) + nonheap_bytes
 
 RSS only rises when an allocation grows the heap, so checking the container limit at each
 allocation finds every crossing without a time step.
@@ -57,6 +63,7 @@ class MemoryModel:
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pools",
+        "untouched_held", "untouched_pages",
     )
 
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
@@ -84,7 +91,10 @@ class MemoryModel:
         self.peak_heap = 0.0
         # Indexed by how their buffers grow (a plan's `buffer_growth`): DOUBLING, ALLOCATOR.
         procs = params.cpu.procs
-        self.pools = (EncodeBufferPool(procs, seed, DOUBLING), EncodeBufferPool(procs, seed, ALLOCATOR))
+        self.untouched_pages = not params.request_memory.buffer_growth_zeroes
+        self.untouched_held = 0.0  # of the buffers requests hold
+        self.pools = (EncodeBufferPool(procs, seed, DOUBLING, by_written=self.untouched_pages),
+                      EncodeBufferPool(procs, seed, ALLOCATOR))  # fmt: skip
         self.start_process(params.process.live_heap_bytes)
 
     def start_process(self, base_live: float) -> None:
@@ -92,6 +102,7 @@ class MemoryModel:
         self.alive = True
         self.base_live = base_live
         self.inflight_live = 0.0
+        self.untouched_held = 0.0
         for pool in self.pools:
             pool.clear()
         self.heap_live = base_live
@@ -107,6 +118,7 @@ class MemoryModel:
         """The process is gone: it holds no memory."""
         self.alive = False
         self.base_live = self.inflight_live = self.heap_live = self.heap_free = self.lazy_free = 0.0
+        self.untouched_held = 0.0
         for pool in self.pools:
             pool.clear()
 
@@ -137,9 +149,19 @@ class MemoryModel:
         g = self.heap_live - self.base_live - self.inflight_live - self.pooled
         return g if g > 0.0 else 0.0
 
+    @property
+    def untouched(self) -> float:
+        """Heap bytes never written (see the module's docstring)."""
+        if not self.untouched_pages:
+            return 0.0
+        json = self.pools[DOUBLING]
+        return self.untouched_held + json.untouched + json.freed_untouched
+
     def rss_bytes(self) -> float:
         if not self.alive:
             return 0.0
+        if self.untouched_pages:
+            return (self.heap_live + self.heap_free + self.lazy_free - self.untouched) * self.meta + self.nonheap_bytes
         return (self.heap_live + self.heap_free + self.lazy_free) * self.meta + self.nonheap_bytes
 
     def mapped_bytes(self) -> float:
@@ -171,13 +193,16 @@ class MemoryModel:
                 # Growth reuses pages released with MADV_FREE that are still resident: RSS stays.
                 reuse = nbytes - free
                 self.lazy_free = lazy = lazy - reuse if lazy > reuse else 0.0
-            rss = (heap + lazy) * self.meta + self.nonheap_bytes
+            if self.untouched_pages:
+                rss = (heap + lazy - self.untouched) * self.meta + self.nonheap_bytes
+            else:
+                rss = (heap + lazy) * self.meta + self.nonheap_bytes
             limit = self.limit_bytes
             if rss > self.peak_rss:
                 self.peak_rss = rss
             if limit is not None and rss > limit:
                 # The RSS the process had: the kernel kills it when this allocation does not fit.
-                self.rss_before_kill = (heap - nbytes + free + lazy) * self.meta + self.nonheap_bytes
+                self.rss_before_kill = (heap - nbytes + free + lazy - self.untouched) * self.meta + self.nonheap_bytes
                 if self.on_over_limit is not None:
                     self.on_over_limit()
                 return -1.0
@@ -199,6 +224,14 @@ class MemoryModel:
         if freed < 0.0:
             freed = 0.0
         self.heap_live = marked
+        if self.untouched_pages:
+            # Pages never written are free now but were never resident: they cost RSS only once
+            # reused, which zeroes them, as the heap's growth does here.
+            json = self.pools[DOUBLING]
+            gone = json.freed_untouched if json.freed_untouched < freed else freed
+            json.freed_untouched -= gone
+            self.heap_free += freed - gone
+            return freed
         self.heap_free += freed
         return freed
 

@@ -46,7 +46,8 @@ class Running:
     capacity of the pooled encode buffer it holds until its response is written (0: none).
     `key` is its number, which picks its work factors and the Ps it encodes on."""
 
-    __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch", "key", "buffer", "buffer_garbage")
+    __slots__ = ("plan", "on_done", "factors", "link", "pending", "epoch", "key", "buffer", "buffer_written",
+                 "buffer_garbage")  # fmt: skip
 
     def __init__(self, plan: RequestPlan, on_done: DoneCallback, factors: Factors,
                  link: Link | None, epoch: int, key: int) -> None:  # fmt: skip
@@ -58,6 +59,7 @@ class Running:
         self.epoch = epoch
         self.key = key
         self.buffer = 0.0
+        self.buffer_written = 0.0  # of its buffer's capacity, the bytes ever written (the rest is not resident)
         self.buffer_garbage = 0.0  # the smaller arrays its buffer outgrew, allocated along its work
 
 
@@ -293,11 +295,12 @@ class ResourceModel:
         mem = self.memory
         pool = mem.pools[plan.buffer_growth]
         if not plan.buffer_held:
-            return pool.use(pool.proc(req.key, GET), plan.buffer_need)
-        taken = pool.get(pool.proc(req.key, GET))
-        grown, alloc = pool.grow(taken, plan.buffer_need)
+            return pool.use(pool.proc(req.key, GET), plan.buffer_need, mem.heap_free)
+        taken, grown, written, alloc = pool.take(pool.proc(req.key, GET), plan.buffer_need, mem.heap_free)
         req.buffer = grown
+        req.buffer_written = written
         mem.inflight_live += grown
+        mem.untouched_held += grown - written
         if plan.alloc_steps > 1:
             req.buffer_garbage = alloc - (grown - taken)
             return grown - taken
@@ -308,9 +311,10 @@ class ResourceModel:
         handler woke up on."""
         mem = self.memory
         mem.inflight_live -= req.buffer
+        mem.untouched_held -= req.buffer - req.buffer_written
         pool = mem.pools[req.plan.buffer_growth]
-        pool.put(pool.proc(req.key, PUT), req.buffer)
-        req.buffer = 0.0
+        pool.put(pool.proc(req.key, PUT), req.buffer_written)
+        req.buffer = req.buffer_written = 0.0
 
     def _step(self, job: tuple[Running, int], first_bytes: float = 0.0) -> None:
         req, left = job

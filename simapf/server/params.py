@@ -396,6 +396,18 @@ class RequestMemoryParams(_Params):
             "fresh array of the response's size per response (SimpleAllocator)."
         ),
     )
+    buffer_growth_zeroes: bool = Field(
+        True,
+        description=(
+            "Whether growing a whole JSON response's encode buffer (a bytes.Buffer) writes the whole new "
+            "array, so that it is resident at its capacity at once: Go grows it with append, which "
+            "zeroes the array, since go.dev/cl/349994 (in review in March 2022, golang/go#51462, after "
+            "Go 1.18 was out). false, which a scenario's kubernetes.version before 1.25 (built with Go "
+            "1.18 or older) sets: it is grown with make, and the runtime does not zero pages fresh from "
+            "the OS (mheap allocNeedsZero), so the unwritten tail of a buffer grown on fresh pages stays "
+            "out of RSS until something is written there."
+        ),
+    )
     struct_copy_bytes_per_object: Bytes = Field(750.2097934939509, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: float = Field(
         0.9294517035754353, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."

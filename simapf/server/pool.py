@@ -83,14 +83,36 @@ def grow(growth: int, capacity: float, need: float) -> tuple[float, float]:
     return grown, growth_alloc_bytes(capacity, grown)
 
 
+def resident_after_growth(grown: float, need: float, free_bytes: float) -> float:
+    """Bytes of a new array of `grown` bytes, `need` of them written, that are resident when it
+    is grown with make (Go 1.18 and older): the runtime zeroes reused pages, not pages fresh from
+    the OS, so a tail that lands on fresh pages stays untouched. The heap's `free_bytes` of free
+    pages are taken first (as the model's allocation takes them)."""
+    fresh = grown - free_bytes
+    if fresh <= 0.0:
+        return grown
+    tail = grown - need
+    return grown - (tail if tail < fresh else fresh)
+
+
 class EncodeBufferPool:
-    """The pooled encode buffers of one process, each a capacity in bytes; `live` is their sum."""
+    """The pooled encode buffers of one process, each a capacity in bytes; `live` is their sum.
 
-    __slots__ = ("procs", "growth", "private", "shared", "victim_private", "victim_shared", "live", "_seed", "_blocks")
+    `by_written` (a doubling pool of a build whose buffers grow with make, Go 1.18 and older):
+    each buffer is kept as the bytes ever written into it instead, whose capacity follows
+    (`grown_capacity`); `untouched` is the capacity never written of the pooled buffers, and
+    `freed_untouched` that of arrays that became garbage since the last GC cycle ended (outgrown
+    or dropped by the pool): neither is resident."""
 
-    def __init__(self, procs: int, seed: int, growth: int = DOUBLING) -> None:
+    __slots__ = ("procs", "growth", "private", "shared", "victim_private", "victim_shared", "live", "_seed", "_blocks",
+                 "by_written", "untouched", "freed_untouched")  # fmt: skip
+
+    def __init__(self, procs: int, seed: int, growth: int = DOUBLING, by_written: bool = False) -> None:
         self.procs = procs
         self.growth = growth
+        self.by_written = by_written and growth == DOUBLING
+        self.untouched = 0.0
+        self.freed_untouched = 0.0
         self._seed = seed & MASK64
         self._blocks: dict[int, list[int]] = {}
         self.private: list[float] = [0.0] * procs  # per P; 0.0: empty
@@ -107,6 +129,8 @@ class EncodeBufferPool:
         self.victim_private = [0.0] * n
         self.victim_shared = [[] for _ in range(n)]
         self.live = 0.0
+        self.untouched = 0.0
+        self.freed_untouched = 0.0
 
     def proc(self, key: int, step: int) -> int:
         """The P that request number `key` (>= 0) runs on at `step` (GET or PUT): uniform, and
@@ -131,12 +155,18 @@ class EncodeBufferPool:
         return (z % np.uint64(self.procs)).astype(np.int64).tolist()
 
     def get(self, pid: int) -> float:
-        """Take a buffer on P `pid`: its capacity, or 0.0 if the pool has none for this P."""
+        """Take a buffer on P `pid`: its capacity (`by_written`: the bytes written into it), or
+        0.0 if the pool has none for this P."""
         c = self.private[pid]
         if c:
             self.private[pid] = 0.0
         else:
             c = self._get_slow(pid)
+        if self.by_written and c:
+            capacity = grown_capacity(0.0, c)
+            self.live -= capacity
+            self.untouched -= capacity - c
+            return c
         self.live -= c
         return c
 
@@ -160,21 +190,40 @@ class EncodeBufferPool:
         return 0.0
 
     def put(self, pid: int, capacity: float) -> None:
-        """Give back a buffer of `capacity` bytes on P `pid`."""
+        """Give back a buffer of `capacity` bytes (`by_written`: with that many written) on P `pid`."""
         if self.private[pid]:
             self.shared[pid].append(capacity)
         else:
             self.private[pid] = capacity
+        if self.by_written:
+            grown = grown_capacity(0.0, capacity)
+            self.untouched += grown - capacity
+            self.live += grown
+            return
         self.live += capacity
 
-    def use(self, pid: int, need: float) -> float:
+    def take(self, pid: int, need: float, free_bytes: float) -> tuple[float, float, float, float]:
+        """Take a buffer on P `pid` and write `need` bytes into it, with `free_bytes` of free heap
+        pages to grow it on: (its capacity before, its capacity after, the bytes written into it,
+        the bytes its growth allocates). Written is the capacity unless `by_written`."""
+        taken = self.get(pid)
+        if not self.by_written:
+            grown, alloc = self.grow(taken, need)
+            return taken, grown, grown, alloc
+        capacity = grown_capacity(0.0, taken) if taken else 0.0
+        grown, alloc = self.grow(capacity, need)
+        if grown > capacity:
+            self.freed_untouched += capacity - taken  # the outgrown array is garbage
+            return capacity, grown, resident_after_growth(grown, need, free_bytes), alloc
+        return capacity, grown, (taken if taken > need else need), alloc
+
+    def use(self, pid: int, need: float, free_bytes: float = 0.0) -> float:
         """Encode `need` bytes with a pooled buffer on P `pid` and give it back at once there (one
         item of a streamed response, one watch event): returns the bytes its growth allocates."""
         if self.private[pid] >= need:
             return 0.0  # this P's own buffer, big enough: taken and given back, nothing changes
-        c = self.get(pid)
-        grown, alloc = self.grow(c, need)
-        self.put(pid, grown)
+        _taken, _grown, written, alloc = self.take(pid, need, free_bytes)
+        self.put(pid, written)
         return alloc
 
     def grow(self, capacity: float, need: float) -> tuple[float, float]:
@@ -191,6 +240,16 @@ class EncodeBufferPool:
         for chain in self.victim_shared:
             for c in chain:
                 dropped += c
+        if self.by_written:
+            written = dropped
+            dropped = 0.0
+            for c in self.victim_private:
+                dropped += grown_capacity(0.0, c) if c else 0.0
+            for chain in self.victim_shared:
+                for c in chain:
+                    dropped += grown_capacity(0.0, c)
+            self.untouched -= dropped - written
+            self.freed_untouched += dropped - written
         self.victim_private = self.private
         self.victim_shared = self.shared
         n = self.procs

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simapf.environment import Environment
 from simapf.server import Encoding, ResourceModel, ServerParams, ServingPath
-from simapf.server.pool import ALLOCATOR, DOUBLING, GET, PUT, EncodeBufferPool, grow, grown_capacity, growth_alloc_bytes
+from simapf.server.pool import (ALLOCATOR, DOUBLING, GET, PUT, EncodeBufferPool, grow, grown_capacity, growth_alloc_bytes,
+                                resident_after_growth)
 
 from srvhelp import S, cost
 
@@ -94,6 +97,52 @@ def test_a_requests_ps_are_uniform_and_its_own():
     assert [EncodeBufferPool(8, seed=4).proc(key, GET) for key in range(2000)] != draws[::2]
 
 
+def test_a_buffer_grown_with_make_keeps_its_unwritten_tail_on_fresh_pages_untouched():
+    # Go 1.18 and older: make zeroes reused pages, not pages fresh from the OS.
+    assert resident_after_growth(512 * MiB, 300 * MiB, free_bytes=0.0) == 300 * MiB
+    assert resident_after_growth(512 * MiB, 300 * MiB, free_bytes=1024 * MiB) == 512 * MiB
+    assert resident_after_growth(512 * MiB, 300 * MiB, free_bytes=412 * MiB) == 412 * MiB  # 100 MiB fresh
+    pool = EncodeBufferPool(procs=2, seed=1, by_written=True)
+    taken, grown, written, alloc = pool.take(0, 300 * MiB, free_bytes=0.0)
+    assert (taken, grown, written) == (0.0, 512 * MiB, 300 * MiB)
+    assert alloc == growth_alloc_bytes(0.0, 512 * MiB)  # the heap counts every array whole
+    pool.put(0, written)
+    assert pool.live == 512 * MiB and pool.untouched == 212 * MiB
+    # Written again up to 400 MiB: the same array, 100 MiB more of it touched.
+    assert pool.take(0, 400 * MiB, free_bytes=0.0) == (512 * MiB, 512 * MiB, 400 * MiB, 0.0)
+    assert pool.live == 0.0 and pool.untouched == 0.0
+    pool.put(0, 400 * MiB)
+    # Outgrown, its array is garbage with its untouched tail.
+    assert pool.take(0, 600 * MiB, free_bytes=0.0)[1:3] == (1024 * MiB, 600 * MiB)
+    assert pool.freed_untouched == 112 * MiB
+    pool.put(1, 600 * MiB)
+    assert pool.cleanup() == 0.0 and pool.cleanup() == 1024 * MiB  # dropped by the second cycle
+    assert pool.untouched == 0.0 and pool.freed_untouched == (112 + 424) * MiB
+
+
+def _whole_json_lists(lists: int, zeroes: bool) -> ResourceModel:
+    """`lists` whole JSON LISTs of 300 MB from the cache at once in a fresh process."""
+    env = Environment()
+    params = ServerParams.model_validate({"request_memory": {"buffer_growth_zeroes": zeroes}})
+    model = ResourceModel(env, params)
+    c = cost(ServingPath.CACHE, 300e6, 300, encoding=Encoding.JSON)
+    for _ in range(lists):
+        model.start(c, lambda _t: None)
+    env.run(until=60 * S)
+    return model
+
+
+def test_before_go_1_19_a_fresh_encode_buffer_is_resident_as_far_as_it_is_written():
+    zeroed, made = _whole_json_lists(4, True), _whole_json_lists(4, False)
+    tail = grown_capacity(0.0, 300e6) - 300e6  # 512 MiB arrays, 300 MB written into each
+    saved = zeroed.memory.peak_rss - made.memory.peak_rss
+    assert saved > 0.5 * 4 * tail  # most of the four tails were on fresh pages
+    assert saved < 4 * tail * zeroed.memory.meta + 1.0  # never more than the tails
+    # The heap and the GC see whole arrays either way; once freed, nothing is left untouched.
+    assert made.memory.alloc_total == zeroed.memory.alloc_total
+    assert made.memory.untouched == pytest.approx(made.memory.pool.untouched)
+
+
 def _sequential(encoding: Encoding, lists: int, procs: int = 16,
                 allocator_pool: bool = True) -> tuple[ResourceModel, list[float]]:  # fmt: skip
     """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each."""
@@ -168,3 +217,16 @@ def test_unused_buffers_go_with_the_second_gc_cycle_after_them():
         model.env.run(until=model.env.now + 10 * S)
     assert mem.pool.live == pytest.approx(0.0)
     assert mem.live_bytes == pytest.approx(mem.base_live)
+
+
+@pytest.mark.parametrize("version, zeroes", [("1.23", False), ("1.24", False), ("1.25", True), ("1.37", True)])
+def test_the_kubernetes_version_says_how_its_go_grew_encode_buffers(version, zeroes):
+    import simapf
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "list-experiment.yaml"
+    loaded = simapf.load_scenario(path, [f"kubernetes.version={version}"])
+    assert loaded.params.request_memory.buffer_growth_zeroes is zeroes
+    # A parameter set that says otherwise wins over the version.
+    said = simapf.load_scenario(path, [
+        f"kubernetes.version={version}", f"apiserver.params.request_memory.buffer_growth_zeroes={not zeroes}"])
+    assert said.params.request_memory.buffer_growth_zeroes is (not zeroes)

@@ -294,9 +294,10 @@ class ResourceModel:
         the arrays its buffer outgrew along its work (`buffer_garbage`), with its other garbage."""
         mem = self.memory
         pool = mem.pools[plan.buffer_growth]
+        free = mem.heap_free + mem.lazy_free  # pages a growth reuses before the heap grows
         if not plan.buffer_held:
-            return pool.use(pool.proc(req.key, GET), plan.buffer_need, mem.heap_free)
-        taken, grown, written, alloc = pool.take(pool.proc(req.key, GET), plan.buffer_need, mem.heap_free)
+            return pool.use(pool.proc(req.key, GET), plan.buffer_need, free)
+        taken, grown, written, alloc = pool.take(pool.proc(req.key, GET), plan.buffer_need, free)
         req.buffer = grown
         req.buffer_written = written
         mem.inflight_live += grown

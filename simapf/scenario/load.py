@@ -415,9 +415,12 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     # the OpenAPI v2 document (kubernetes#118212); before 1.21 kube-apiserver was built with a Go
     # (1.12-1.15) that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a
     # fresh buffer, not a pooled one (kubernetes#139350); before 1.25 it was built with a Go (1.18 or
-    # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched.
+    # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched;
+    # from 1.27 to 1.31 a LIST from the watch cache sorted all its objects (kubernetes#113730).
+    sorted_cache = not sc.version_before(1, 27) and sc.version_before(1, 32)
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
                         (["request_memory", "buffer_growth_zeroes"], not sc.version_before(1, 25)),
+                        (["request_cpu", "cache_list_sorted"], sorted_cache),
                         (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed"),
                         (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37))):  # fmt: skip

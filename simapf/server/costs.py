@@ -34,6 +34,7 @@ CPU work until then the request holds `write_live = enc_live + write_hold·(live
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simapf.server.etcd import range_work
@@ -290,6 +291,8 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         live = held + enc_live
         alloc = held * temp + enc_alloc
         cpu = cpu_p.request_core_s + cpu_p.cache_core_s_per_object * N + conv_cpu + encode_cpu
+        if cpu_p.cache_list_sorted and N > 1:
+            cpu += cpu_p.cache_sort_core_s_per_comparison * N * math.log2(N)
     if alloc < live:
         alloc = live
     cl = params.client

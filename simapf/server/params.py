@@ -331,6 +331,25 @@ class RequestCpuParams(_Params):
     decode_core_s_per_object: float = Field(6.134003876203526e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
     decode_core_s_per_byte: float = Field(4.164634112875121e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: float = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
+    cache_list_sorted: bool = Field(
+        False,
+        description=(
+            "Whether a LIST from the watch cache sorts every object the cache holds by key before it "
+            "filters them (k8s.io/apiserver 1.27-1.31, kubernetes#113730: `sort.Sort(sortableStoreElements)` in "
+            "WaitUntilFreshAndList; from 1.32 the cache is a B-tree that lists in key order, BtreeWatchCache). "
+            "A scenario's kubernetes.version from 1.27 to 1.31 sets true."
+        ),
+    )
+    cache_sort_core_s_per_comparison: float = Field(
+        5e-8,
+        ge=0,
+        description=(
+            "CPU per comparison of that sort (n·log2 n of them for n objects): the interface Less, two type "
+            "assertions and a key comparison, whose elements lie beyond the CPU's caches in a large "
+            "collection. Measured with Go 1.26 (benchmarks/go/watchcache-sort; docs/benchmarks.md), at a "
+            "million objects; smaller collections sort faster per comparison, in milliseconds either way."
+        ),
+    )
     convert_core_s_per_byte: float = Field(
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )

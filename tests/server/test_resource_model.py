@@ -216,3 +216,30 @@ def test_sampler_reports_every_interval():
     assert all(s.up and s.rss_bytes > 0 for s in got)
     with pytest.raises(ValueError):
         sample_every(m, 0, got.append)
+
+
+def test_from_1_27_to_1_31_a_list_from_the_watch_cache_sorts_all_it_holds():
+    import math
+
+    sorting = ServerParams(request_cpu={"cache_list_sorted": True})
+    per = sorting.request_cpu.cache_sort_core_s_per_comparison
+    # A selector that matches nothing: 300,000 objects read, none returned (KEP-2340's small objects).
+    shape = ResponseShape(0.0, 0, objects_read=300_000, bytes_read=300e6)
+    added = (compute_plan(sorting, RequestCost(ServingPath.CACHE, shape)).cpu_core_s
+             - compute_plan(ServerParams(), RequestCost(ServingPath.CACHE, shape)).cpu_core_s)  # fmt: skip
+    assert added == pytest.approx(per * 300_000 * math.log2(300_000), rel=1e-9)
+    assert 0.25 < added < 0.3  # docs/resource-model.md §3: about 0.27 s
+    # etcd sorts its ranges itself: a LIST from etcd costs the same either way.
+    etcd = [compute_plan(p, RequestCost(ServingPath.ETCD, shape)).cpu_core_s for p in (sorting, ServerParams())]
+    assert etcd[0] == etcd[1]
+
+
+@pytest.mark.parametrize("version, sorted_", [("1.26", False), ("1.27", True), ("1.31", True), ("1.32", False)])
+def test_the_kubernetes_version_says_whether_the_cache_sorts(version, sorted_):
+    from pathlib import Path
+
+    import simapf
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "list-experiment.yaml"
+    loaded = simapf.load_scenario(path, [f"kubernetes.version={version}"])
+    assert loaded.params.request_cpu.cache_list_sorted is sorted_

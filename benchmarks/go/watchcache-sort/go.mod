@@ -1,0 +1,3 @@
+module simapf.benchmarks/watchcache-sort
+
+go 1.26

@@ -420,8 +420,8 @@ class RequestMemoryParams(_Params):
         description=(
             "Whether growing a whole JSON response's encode buffer (a bytes.Buffer) writes the whole new "
             "array, so that it is resident at its capacity at once: Go grows it with append, which "
-            "zeroes the array, since go.dev/cl/349994 (in review in March 2022, golang/go#51462, after "
-            "Go 1.18 was out). false, which a scenario's kubernetes.version before 1.25 (built with Go "
+            "zeroes the array, since Go 1.19 (go.dev/cl/349994; golang/go#51462). false, which a "
+            "scenario's kubernetes.version before 1.25 (built with Go "
             "1.18 or older) sets: it is grown with make, and the runtime does not zero pages fresh from "
             "the OS (mheap allocNeedsZero), so the unwritten tail of a buffer grown on fresh pages stays "
             "out of RSS until something is written there."

@@ -416,11 +416,14 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     # (1.12-1.15) that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a
     # fresh buffer, not a pooled one (kubernetes#139350); before 1.25 it was built with a Go (1.18 or
     # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched;
-    # from 1.27 to 1.31 a LIST from the watch cache sorted all its objects (kubernetes#113730).
+    # from 1.27 to 1.31 a LIST from the watch cache sorted all its objects (kubernetes#113730), and
+    # in 1.30 and 1.31 a WatchList its initial events (kubernetes#120897).
     sorted_cache = not sc.version_before(1, 27) and sc.version_before(1, 32)
+    sorted_events = not sc.version_before(1, 30) and sc.version_before(1, 32)
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
                         (["request_memory", "buffer_growth_zeroes"], not sc.version_before(1, 25)),
                         (["request_cpu", "cache_list_sorted"], sorted_cache),
+                        (["request_cpu", "watchlist_events_sorted"], sorted_events),
                         (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed"),
                         (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37))):  # fmt: skip

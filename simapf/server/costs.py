@@ -286,6 +286,8 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             + conv_cpu
             + encode_cpu
         )
+        if cpu_p.watchlist_events_sorted and N > 1:
+            cpu += cpu_p.cache_sort_core_s_per_comparison * N * math.log2(N)
     else:  # CACHE, CACHE_SNAPSHOT
         held = mem_p.struct_copy_bytes_per_object * n + conv_live
         live = held + enc_live

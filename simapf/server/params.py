@@ -340,6 +340,14 @@ class RequestCpuParams(_Params):
             "A scenario's kubernetes.version from 1.27 to 1.31 sets true."
         ),
     )
+    watchlist_events_sorted: bool = Field(
+        False,
+        description=(
+            "Whether a WatchList sorts its initial events by key before it sends them (kubernetes#120897: "
+            "k8s.io/apiserver 1.30 and 1.31 sort what the cache's unordered store lists; from 1.32 the "
+            "B-tree lists them in order). A scenario's kubernetes.version 1.30 or 1.31 sets true."
+        ),
+    )
     cache_sort_core_s_per_comparison: float = Field(
         5e-8,
         ge=0,

@@ -234,12 +234,24 @@ def test_from_1_27_to_1_31_a_list_from_the_watch_cache_sorts_all_it_holds():
     assert etcd[0] == etcd[1]
 
 
-@pytest.mark.parametrize("version, sorted_", [("1.26", False), ("1.27", True), ("1.31", True), ("1.32", False)])
-def test_the_kubernetes_version_says_whether_the_cache_sorts(version, sorted_):
+def test_in_1_30_and_1_31_a_watchlist_sorts_its_initial_events():
+    import math
+
+    sorting = ServerParams(request_cpu={"watchlist_events_sorted": True})
+    shape = ResponseShape(400e6, 400)
+    added = (compute_plan(sorting, RequestCost(ServingPath.WATCHLIST_STREAM, shape, streaming=True)).cpu_core_s
+             - compute_plan(ServerParams(), RequestCost(ServingPath.WATCHLIST_STREAM, shape, streaming=True)).cpu_core_s)
+    assert added == pytest.approx(sorting.request_cpu.cache_sort_core_s_per_comparison * 400 * math.log2(400), rel=1e-9)
+
+
+@pytest.mark.parametrize("version, lists, events", [("1.26", False, False), ("1.27", True, False), ("1.30", True, True),
+                                                    ("1.31", True, True), ("1.32", False, False)])  # fmt: skip
+def test_the_kubernetes_version_says_whether_the_cache_sorts(version, lists, events):
     from pathlib import Path
 
     import simapf
 
     path = Path(__file__).resolve().parents[2] / "scenarios" / "list-experiment.yaml"
-    loaded = simapf.load_scenario(path, [f"kubernetes.version={version}"])
-    assert loaded.params.request_cpu.cache_list_sorted is sorted_
+    loaded = simapf.load_scenario(path, [f'kubernetes.version="{version}"'])
+    assert loaded.params.request_cpu.cache_list_sorted is lists
+    assert loaded.params.request_cpu.watchlist_events_sorted is events

@@ -162,6 +162,7 @@ def test_set_changes_the_run(base_file):
         ("clients.writers.rate_per_s=zero", ["clients[1].rate_per_s: expected a number", "(from --set"]),
         ("nosuch=1", ["nosuch: unknown field"]),
         ("apf.priority_levels.workload-low.hand_size=200", ["apf.priority_levels.workload-low.hand_size: "]),
+        ("kubernetes.version=1.20", ["kubernetes.version: read as the number 1.2", '"1.20"']),
     ],
 )
 def test_bad_set_is_one_line_exit_2(base_file, tmp_path, override, must_contain):

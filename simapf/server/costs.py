@@ -139,6 +139,14 @@ def receive_cost(params: ServerParams, stored_bytes: float) -> float:
     return params.request_cpu.etcd_receive_core_s_per_byte * stored_bytes
 
 
+def sort_cost(params: ServerParams, objects: int) -> float:
+    """Core-seconds the watch cache spends sorting `objects` elements by key (n·log2 n
+    comparisons), as 1.27-1.31 did for a LIST and 1.30-1.31 for a WatchList's initial events."""
+    if objects < 2:
+        return 0.0
+    return params.request_cpu.cache_sort_core_s_per_comparison * objects * math.log2(objects)
+
+
 def decode_cost(params: ServerParams, stored_bytes: float, objects: int) -> float:
     """Core-seconds to call etcd for a range, receive it and decode its objects."""
     c = params.request_cpu
@@ -286,15 +294,15 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
             + conv_cpu
             + encode_cpu
         )
-        if cpu_p.watchlist_events_sorted and N > 1:
-            cpu += cpu_p.cache_sort_core_s_per_comparison * N * math.log2(N)
+        if cpu_p.watchlist_events_sorted:
+            cpu += sort_cost(params, N)
     else:  # CACHE, CACHE_SNAPSHOT
         held = mem_p.struct_copy_bytes_per_object * n + conv_live
         live = held + enc_live
         alloc = held * temp + enc_alloc
         cpu = cpu_p.request_core_s + cpu_p.cache_core_s_per_object * N + conv_cpu + encode_cpu
-        if cpu_p.cache_list_sorted and N > 1:
-            cpu += cpu_p.cache_sort_core_s_per_comparison * N * math.log2(N)
+        if cpu_p.cache_list_sorted:
+            cpu += sort_cost(params, N)
     if alloc < live:
         alloc = live
     cl = params.client

@@ -160,9 +160,7 @@ class MemoryModel:
     def rss_bytes(self) -> float:
         if not self.alive:
             return 0.0
-        if self.untouched_pages:
-            return (self.heap_live + self.heap_free + self.lazy_free - self.untouched) * self.meta + self.nonheap_bytes
-        return (self.heap_live + self.heap_free + self.lazy_free) * self.meta + self.nonheap_bytes
+        return (self.heap_live + self.heap_free + self.lazy_free - self.untouched) * self.meta + self.nonheap_bytes
 
     def mapped_bytes(self) -> float:
         """What Go's runtime has mapped and ready (its view for GOMEMLIMIT): RSS less the pages it
@@ -193,16 +191,15 @@ class MemoryModel:
                 # Growth reuses pages released with MADV_FREE that are still resident: RSS stays.
                 reuse = nbytes - free
                 self.lazy_free = lazy = lazy - reuse if lazy > reuse else 0.0
-            if self.untouched_pages:
-                rss = (heap + lazy - self.untouched) * self.meta + self.nonheap_bytes
-            else:
-                rss = (heap + lazy) * self.meta + self.nonheap_bytes
+            # The hot path: `untouched` is only asked for where it can be other than 0.
+            untouched = self.untouched if self.untouched_pages else 0.0
+            rss = (heap + lazy - untouched) * self.meta + self.nonheap_bytes
             limit = self.limit_bytes
             if rss > self.peak_rss:
                 self.peak_rss = rss
             if limit is not None and rss > limit:
                 # The RSS the process had: the kernel kills it when this allocation does not fit.
-                self.rss_before_kill = (heap - nbytes + free + lazy - self.untouched) * self.meta + self.nonheap_bytes
+                self.rss_before_kill = (heap - nbytes + free + lazy - untouched) * self.meta + self.nonheap_bytes
                 if self.on_over_limit is not None:
                     self.on_over_limit()
                 return -1.0
@@ -224,15 +221,15 @@ class MemoryModel:
         if freed < 0.0:
             freed = 0.0
         self.heap_live = marked
+        resident = freed
         if self.untouched_pages:
             # Pages never written are free now but were never resident: they cost RSS only once
             # reused, which zeroes them, as the heap's growth does here.
             json = self.pools[DOUBLING]
             gone = json.freed_untouched if json.freed_untouched < freed else freed
             json.freed_untouched -= gone
-            self.heap_free += freed - gone
-            return freed
-        self.heap_free += freed
+            resident -= gone
+        self.heap_free += resident
         return freed
 
     def set_retained_goal(self, retained_goal: float) -> None:

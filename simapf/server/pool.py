@@ -234,22 +234,15 @@ class EncodeBufferPool:
     def cleanup(self) -> float:
         """A GC cycle starts: the victim copy is dropped (its bytes are garbage now, returned)
         and the pool becomes the new victim."""
-        dropped = 0.0
-        for c in self.victim_private:
+        dropped = untouched = 0.0
+        for c in [*self.victim_private, *(c for chain in self.victim_shared for c in chain)]:
+            if self.by_written and c:
+                capacity = grown_capacity(0.0, c)  # c is what was written into it
+                untouched += capacity - c
+                c = capacity
             dropped += c
-        for chain in self.victim_shared:
-            for c in chain:
-                dropped += c
-        if self.by_written:
-            written = dropped
-            dropped = 0.0
-            for c in self.victim_private:
-                dropped += grown_capacity(0.0, c) if c else 0.0
-            for chain in self.victim_shared:
-                for c in chain:
-                    dropped += grown_capacity(0.0, c)
-            self.untouched -= dropped - written
-            self.freed_untouched += dropped - written
+        self.untouched -= untouched
+        self.freed_untouched += untouched
         self.victim_private = self.private
         self.victim_shared = self.shared
         n = self.procs

@@ -110,7 +110,9 @@ def test_the_data_does_not_support_a_longer_run(grid):
     # How long the experiment ran is not reported; the reconstruction's warm-up and window are a
     # choice, which the validation scenarios of the same harness inherit. A model on which a run
     # twice as long fits the data better is one on which that choice must be revisited.
-    longer = run_grid(cells(ROWS), ServerParams(), ExperimentSetup().run_longer(2.0))
+    from simapf.calibrate.report import LONGER_RUN
+
+    longer = run_grid(cells(ROWS), ServerParams(), ExperimentSetup().run_longer(LONGER_RUN))
     assert summarise(ROWS, grid).memory_median < summarise(ROWS, longer).memory_median
 
 

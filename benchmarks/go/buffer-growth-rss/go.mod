@@ -1,0 +1,3 @@
+module simapf.benchmarks/buffer-growth-rss
+
+go 1.26

@@ -150,3 +150,23 @@ def test_the_calibration_harness_scenarios_run_as_long_as_its_cells(name):
     run = simapf.load_scenario(v.VALIDATION_DIR / "scenarios" / f"{name}.yaml").scenario.run
     assert run.steady_state_from_s == setup.warmup_s
     assert run.duration_s == setup.warmup_s + setup.window_s
+
+
+@pytest.mark.parametrize("name", ["kep3157-list-informers", "kep3157-watchlist-informers"])
+def test_kep3157_idle_heap_lies_between_the_sources_idle_readings(name):
+    """KEP-3157's two figures read the same idle apiserver at 3.7 G and ~2.7 G. An idle Go heap
+    lies between its live bytes just after a cycle and its goal, (1 + GOGC/100) times them: the
+    model's idle RSS (nonheap + live, before the informers start) may not exceed the lower
+    reading, that heap at its goal must reach the higher, and the scenarios' live heap puts the
+    idle reading in the middle of what those allow."""
+    high = float(SOURCES["kep3157-list-informers-8"]["series"]["idle"]) * 1e9
+    low = float(SOURCES["kep3157-watchlist-informers-1024"]["series"]["idle_before_test"].split()[0].lstrip("~")) * 1e9
+    loaded = simapf.load_scenario(v.VALIDATION_DIR / "scenarios" / f"{name}.yaml",
+                                  {"clients.secret-informers.count": 1, "run.duration_s": 10})  # fmt: skip
+    nonheap = loaded.params.process.nonheap_bytes
+    grow = 1.0 + loaded.params.gc.gogc / 100.0
+    idle = v._idle_rss(simapf.run(loaded), loaded, {})
+    assert idle <= low
+    assert nonheap + (idle - nonheap) * grow >= high
+    fewest = nonheap + (high - nonheap) / grow
+    assert idle == pytest.approx((fewest + low) / 2, rel=0.02)

@@ -437,7 +437,7 @@ def draw_validation(fig_spec: ValidationFigure, base: Path):
     import simapf.style
     from simapf.calibrate import validation
 
-    table = validation.run_table(workers=1)
+    table = validation.run_table()  # deterministic whatever the workers: every core
     fig, axes = _new_figure(1)
     ax = axes[0]
     ok = table["within"].to_numpy()
@@ -448,7 +448,7 @@ def draw_validation(fig_spec: ValidationFigure, base: Path):
     ax.axvspan(-0.3, 0.3, color="grey", alpha=0.15, lw=0)
     ax.set_yticks(range(len(order)), table["id"].to_numpy()[order], fontsize=5)
     ax.set_xlabel("predicted / measured − 1 (clipped at +300 %); blue: within the row's tolerance")
-    fig.set_size_inches(KEP_WIDTH_IN, 7.0)
+    fig.set_size_inches(KEP_WIDTH_IN, max(7.0, 1.0 + 0.1 * len(order)))  # a row's label needs ~0.1 in
     fig.suptitle(fig_spec.title or "simapf against published measurements it was not fitted to")
     return fig, [], 1
 

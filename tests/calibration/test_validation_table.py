@@ -152,6 +152,21 @@ def test_the_calibration_harness_scenarios_run_as_long_as_its_cells(name):
     assert run.duration_s == setup.warmup_s + setup.window_s
 
 
+def test_the_same_tables_smaller_rows_run_as_long_as_a_cell_at_their_qps():
+    """The rows of #132233's table above its 100 MB ones set their QPS by override; each is read
+    after the warm-up and for the window the calibration gives a cell at that QPS."""
+    from simapf.calibrate.experiment import ExperimentSetup
+
+    setup = ExperimentSetup()
+    rows = [r for r in ROWS if r["source"] == "issue132233-etcd-table-100KB-10MB"]
+    assert len(rows) == 55
+    for r in rows:
+        run = simapf.load_scenario(v.VALIDATION_DIR / r["scenario"], r["overrides"]).scenario
+        qps = run.clients[0].rate_per_s * 20  # the ramp's 20 instances
+        assert run.run.steady_state_from_s == pytest.approx(setup.warmup_for(qps), abs=1e-6), r["id"]
+        assert run.run.duration_s == pytest.approx(setup.warmup_for(qps) + setup.window_for(qps), abs=1e-6), r["id"]
+
+
 @pytest.mark.parametrize("name", ["kep3157-list-informers", "kep3157-watchlist-informers"])
 def test_kep3157_idle_heap_lies_between_the_sources_idle_readings(name):
     """KEP-3157's two figures read the same idle apiserver at 3.7 G and ~2.7 G. An idle Go heap

@@ -2,10 +2,9 @@
 published measurements it was not fitted to.
 
 Fast tests check that the table, its scenario files and its sources hang together. The slow
-test runs every scenario with five seeds (about 15 s on two cores), reads the median of each
-quantity over them, and asks every row to be
-within the tolerance its source's precision allows, the median |error| to be at most 30 % and no
-row off by more than 3x. Rows marked `known_wrong` (the model lacks the mechanism that decides
+test runs every scenario with five seeds, reads the median of each quantity over them, and asks
+every row to be within the tolerance its source's precision allows, the median |error| to be at
+most 30 % and no row off by more than 3x. Rows marked `known_wrong` (the model lacks the mechanism that decides
 them) are expected to fail, strictly: one that starts passing should lose its mark.
 """
 

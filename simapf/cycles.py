@@ -1,13 +1,20 @@
 """Python's cycle collector while a simulation runs.
 
-A busy run keeps tens of thousands of requests alive for a while (queued, executing, being
-read), so many objects live long enough to reach the collector's oldest generation and die
-soon after, by reference counting. With Python's default thresholds that churn triggers a
-full collection, which walks every live object, every few hundred thousand allocations: a
-sixth of the time of the calibration's busiest cells, a tenth of its whole grid's. The runs
-themselves make little cyclic garbage (a request and APF's record of it are unlinked when it
-ends), so full collections can be ten times rarer at the cost of a few tens of MB (24 MB more
-peak RSS over four of those cells).
+A run allocates container objects (tuples on the event queue, requests, their records) by the
+million, and nearly all of them die young by reference counting; the runs make little cyclic
+garbage (a request and APF's record of it are unlinked when it ends). Python's defaults are
+tuned for the opposite: a young collection every 700 allocations not yet freed, which also walks
+whatever lived a little longer (tens of thousands of requests queued, executing or being read),
+and a full collection, walking every live object, every ten of the middle generation's. So
+inside a run:
+
+- young collections wait for many more allocations: most of what a young collection would walk
+  has been freed by then, so there are far fewer of them for the same garbage;
+- full collections are ten times rarer;
+- what was built before the run (the scenario, its models, the compiled APF configuration) is
+  frozen out of the collector's reach (`gc.freeze`): none of it is garbage until the run ends.
+
+The cost is memory: cyclic garbage waits longer, at most a young threshold's worth of objects.
 """
 
 from __future__ import annotations
@@ -16,17 +23,22 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
+# Allocations not yet freed that trigger a young collection (Python's default: 700).
+YOUNG_AT = 50_000
 # Young collections every this many of the middle generation's trigger a full one (Python's
 # default: 10).
 FULL_EVERY = 100
 
 
 @contextmanager
-def fewer_full_collections() -> Iterator[None]:
-    """Full collections at most a tenth as often inside the block; the thresholds as they were after it."""
+def fewer_collections() -> Iterator[None]:
+    """Rarer collections inside the block, and what exists when it starts frozen; the thresholds
+    as they were after it, and the frozen objects back in the oldest generation."""
     young, middle, old = gc.get_threshold()
-    gc.set_threshold(young, middle, max(old, FULL_EVERY))
+    gc.freeze()
+    gc.set_threshold(max(young, YOUNG_AT), middle, max(old, FULL_EVERY))
     try:
         yield
     finally:
         gc.set_threshold(young, middle, old)
+        gc.unfreeze()

@@ -16,7 +16,7 @@ from typing import Iterable
 from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
 from simapf.collect import collect
-from simapf.cycles import fewer_full_collections
+from simapf.cycles import fewer_collections
 from simapf.environment import Environment
 from simapf.observe import Recorder
 from simapf.result import Result
@@ -106,7 +106,7 @@ class Simulation:
         bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
         t = 0
         self.recorder.scrape()
-        with fewer_full_collections():
+        with fewer_collections():
             while t < end_ns:
                 t = min(t + step_ns, end_ns)
                 env.run_until(t)

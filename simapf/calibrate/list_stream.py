@@ -20,7 +20,7 @@ import numpy as np
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.cycles import fewer_full_collections
+from simapf.cycles import fewer_collections
 from simapf.environment import Environment
 from simapf.server.model import CachedResource
 from simapf.server.params import ServerParams
@@ -181,7 +181,7 @@ def run_list_stream(
         env.process(sampler())
     else:
         env.timeout(warmup_ns).callbacks.append(lambda _e: env.process(sampler()))
-    with fewer_full_collections():
+    with fewer_collections():
         env.run(until=end_ns + 1)
     done = server.completed
     cores = client = 0.0

@@ -33,19 +33,21 @@ class Clock:
     `Environment` keeps it: it shares SimPy's queue and event counter, and its time is the
     environment's."""
 
-    __slots__ = ("now", "queue", "eid")
+    __slots__ = ("now", "queue", "eid", "_push")
 
     def __init__(self, now: int, queue: list[Any], eid: Iterator[int]) -> None:
         self.now = now
         self.queue = queue
         self.eid = eid
+        # Held, not looked up among the module's globals at each of the run's million alarms.
+        self._push: Callable[[list[Any], tuple[Any, ...]], None] = heappush
 
     def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL_PRIORITY) -> None:
         """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
         would run it (events due at the same instant run by priority, then in scheduling order),
         without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,
         arg) beside SimPy's 4-tuples (time, priority, id, event)."""
-        heappush(self.queue, (self.now + delay_ns, priority, next(self.eid), callback, arg))
+        self._push(self.queue, (self.now + delay_ns, priority, next(self.eid), callback, arg))
 
 
 class Environment(simpy.Environment):
@@ -90,13 +92,15 @@ class Environment(simpy.Environment):
         stop_eid = next(self._eid)  # the stop's place among events tied with it, as SimPy's
         queue = self._queue
         clock = self.clock
+        pop: Callable[[list[Any]], Any] = heappop
+        item: tuple[Any, ...]
         while queue:
             item = queue[0]
-            when = item[0]
+            when = int(item[0])  # an int already: this makes it one the compiled core compares natively
             if when > until_ns or (when == until_ns and (item[1] > URGENT or (item[1] == URGENT and item[2] > stop_eid))):
                 break
-            heappop(queue)
-            self._now = clock.now = int(when)
+            pop(queue)
+            self._now = clock.now = when
             if len(item) == 5:
                 item[3](item[4])  # an alarm
                 continue

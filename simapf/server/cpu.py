@@ -32,6 +32,8 @@ from simapf.environment import Environment
 
 NS = 1_000_000_000
 _INV_NS = 1e-9
+# A job on the heap: (virtual finish time, sequence number, callback, its argument, foreign).
+Job = tuple[float, int, Callable[[Any], None], Any, bool]
 
 
 class ProcessorSharing:
@@ -47,7 +49,7 @@ class ProcessorSharing:
         "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
         "_req_core_s", "_gc_core_s",
-        "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch",
+        "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch", "_push", "_pop",
     )
 
     def __init__(
@@ -71,7 +73,7 @@ class ProcessorSharing:
             raise ValueError(f"gc_sharing must be 'reserved' or 'shared', got {gc_sharing!r}")
         self.gc_sharing = gc_sharing
         self.gc_idle_workers = gc_idle_workers
-        self._heap: list[tuple[float, int, Callable[[Any], None], Any, bool]] = []
+        self._heap: list[Job] = []
         self._k = 0
         self._kf = 0  # of the k jobs, how many are foreign (another process's threads)
         self._foreign_core_s = 0.0
@@ -91,6 +93,9 @@ class ProcessorSharing:
         self._dispatching = False
         self._timer_cb = self._on_timer
         self._epoch = 0  # bumped by clear(): callbacks of a dead process are not delivered
+        # Held, not looked up in heapq at every job: the compiled core's lookups are generic ones.
+        self._push: Callable[[list[Job], Job], None] = heapq.heappush
+        self._pop: Callable[[list[Job]], Job] = heapq.heappop
 
     # ---------------------------------------------------------------- rates
 
@@ -167,7 +172,7 @@ class ProcessorSharing:
         if self._k == 0 and not self._heap:
             self._v = 0.0  # keep V small so float resolution stays far below 1 ns
         self._seq += 1
-        heapq.heappush(self._heap, (self._v + work_core_s, self._seq, callback, arg, foreign))
+        self._push(self._heap, (self._v + work_core_s, self._seq, callback, arg, foreign))
         self._k += 1
         if foreign:
             self._kf += 1
@@ -328,7 +333,7 @@ class ProcessorSharing:
         if heap:
             # Due: would finish within 1 ns at the current rate.
             limit = self._v + self._r * _INV_NS
-            pop = heapq.heappop
+            pop = self._pop
             while heap and heap[0][0] <= limit:
                 item = pop(heap)
                 done.append(item)

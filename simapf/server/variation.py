@@ -52,8 +52,8 @@ class WorkVariation:
         block = self._blocks.get(b)
         if block is None:
             k = self._shape
-            draws = np.random.default_rng([self.seed, b]).gamma(k, 1.0 / k, (BLOCK, STAGES))
-            block = self._blocks[b] = list(map(tuple, draws.tolist()))
+            draws = iter(np.random.default_rng([self.seed, b]).gamma(k, 1.0 / k, BLOCK * STAGES).tolist())
+            block = self._blocks[b] = list(zip(*[draws] * STAGES))  # a request's STAGES, one after another
             if len(self._blocks) > KEPT_BLOCKS:  # requests start roughly in arrival order
                 del self._blocks[min(self._blocks)]
         return block[i]

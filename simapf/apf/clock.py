@@ -12,14 +12,14 @@ That order is part of the model: it decides ties the way the `replay` contract s
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Final, Protocol
 
 # Phases of callbacks due at the same instant, in the order they run.
-RELEASE = 0  # additional latency over: seats released
-FINISH = 1  # handler returned
-TIMEOUT = 2  # queue wait limit reached
-ARRIVAL = 3
-OTHER = 4  # borrowing adjustments, scenario events
+RELEASE: Final = 0  # additional latency over: seats released
+FINISH: Final = 1  # handler returned
+TIMEOUT: Final = 2  # queue wait limit reached
+ARRIVAL: Final = 3
+OTHER: Final = 4  # borrowing adjustments, scenario events
 
 
 class Scheduler(Protocol):

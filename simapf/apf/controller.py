@@ -9,7 +9,7 @@ rejected or has released its seats; it calls `finish` when the request's handler
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
@@ -29,9 +29,9 @@ from simapf.apf.limits import (
 from simapf.apf.queueset import NO_DEADLINE, Listener, QueueSet, Request
 from simapf.apf.types import NS_PER_S, RequestAttributes, WorkEstimate
 
-DEFAULT_SERVER_CONCURRENCY = 600  # --max-requests-inflight 400 + --max-mutating-requests-inflight 200
-DEFAULT_WAIT_LIMIT_NS = 15 * NS_PER_S  # --request-timeout 60 s / 4
-MAX_WAIT_LIMIT_NS = 60 * NS_PER_S
+DEFAULT_SERVER_CONCURRENCY: Final = 600  # --max-requests-inflight 400 + --max-mutating-requests-inflight 200
+DEFAULT_WAIT_LIMIT_NS: Final = 15 * NS_PER_S  # --request-timeout 60 s / 4
+MAX_WAIT_LIMIT_NS: Final = 60 * NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from simapf.apf.clock import RELEASE, TIMEOUT, Scheduler
 from simapf.apf.gomath import go_round
@@ -34,17 +34,21 @@ from simapf.apf.integrator import Integrator
 from simapf.apf.shuffle import deal_hand
 
 # Fixed point: one unit of work or R is 1e-8 seat-seconds, i.e. 10 seat-nanoseconds.
-NS_PER_WORK_UNIT = 10.0
-ESTIMATED_SERVICE_NS = 3_000_000  # G: the service time assumed at dispatch, corrected at finish
-G_WORK_PER_SEAT = 300_000  # one seat for G, in work units
+NS_PER_WORK_UNIT: Final = 10.0
+ESTIMATED_SERVICE_NS: Final = 3_000_000  # G: the service time assumed at dispatch, corrected at finish
+G_WORK_PER_SEAT: Final = 300_000  # one seat for G, in work units
 
 # Request states
-WAITING, EXECUTING, LINGERING, DONE, REJECTED = range(5)
+WAITING: Final = 0
+EXECUTING: Final = 1
+LINGERING: Final = 2
+DONE: Final = 3
+REJECTED: Final = 4
 
 # Reasons for rejection, named as upstream's metric label
-QUEUE_FULL = "queue-full"
-TIME_OUT = "time-out"
-CONCURRENCY_LIMIT = "concurrency-limit"
+QUEUE_FULL: Final = "queue-full"
+TIME_OUT: Final = "time-out"
+CONCURRENCY_LIMIT: Final = "concurrency-limit"
 
 
 def seats_times_ns(seats: int, duration_ns: int) -> int:
@@ -59,7 +63,7 @@ class Listener(Protocol):
 
 
 # A request's deadline when its caller gives none: its level's wait limit from its arrival.
-NO_DEADLINE = -1
+NO_DEADLINE: Final = -1
 
 
 class Request:

@@ -7,9 +7,9 @@ classification and work estimation read. `WorkEstimate` is upstream's `WorkEstim
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
-NS_PER_S = 1_000_000_000
+NS_PER_S: Final = 1_000_000_000
 
 
 class PickledByFields:

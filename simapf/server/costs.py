@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from simapf.server.etcd import range_work
 from simapf.server.paths import Encoding, RequestCost, ServingPath
@@ -91,8 +92,8 @@ def fresh_buffer_bytes(plan: RequestPlan) -> float:
 # LIST allocates ~1 GB over seconds, and the GC collects it meanwhile. The model allocates the
 # garbage in steps of about ALLOC_STEP_BYTES (at most MAX_ALLOC_STEPS) between equal parts of the
 # CPU work: a numerical grain, fine against a heap of hundreds of MB, not a physical parameter.
-ALLOC_STEP_BYTES = 16 * 2**20
-MAX_ALLOC_STEPS = 64
+ALLOC_STEP_BYTES: Final = 16 * 2**20
+MAX_ALLOC_STEPS: Final = 64
 
 
 def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
@@ -103,14 +104,14 @@ def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
 # gRPC's default largest message the apiserver's etcd client receives (math.MaxInt32; the
 # apiserver sets no other): a larger range response fails with ResourceExhausted, which the
 # client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
-ETCD_MAX_RESPONSE_BYTES = 2**31 - 1
-ETCD_RESPONSE_TOO_LARGE = "etcd-response-too-large"
+ETCD_MAX_RESPONSE_BYTES: Final = 2**31 - 1
+ETCD_RESPONSE_TOO_LARGE: Final = "etcd-response-too-large"
 
 # Chunks of a streamed range the apiserver holds undecoded at once: the one being decoded, the
 # next, which GetList receives before it yields the current one (k8s.io/apiserver v0.37.2
 # storage/etcd3/store.go, streamChunks), and one in the etcd client's channel, whose buffer is
 # one (go.etcd.io/etcd/client/v3 v3.7.0 kv.go, GetStream). Each chunk is freed as it is decoded.
-STREAM_CHUNKS_HELD = 3
+STREAM_CHUNKS_HELD: Final = 3
 
 
 def stream_window_bytes(params: ServerParams, stored_bytes: float, objects: int) -> float:
@@ -164,7 +165,7 @@ JSON_ENCODED = frozenset((Encoding.JSON, Encoding.TABLE, Encoding.YAML))
 
 # Compressed / plain size of a gzip response whose resource says nothing: a LIST of a 5000-node
 # cluster's Pods, 1572 MB of Protobuf, went out as 232 MB (kubernetes#138327's traces, 2026).
-DEFAULT_GZIP_RATIO = 0.15
+DEFAULT_GZIP_RATIO: Final = 0.15
 
 
 def encode_cost(params: ServerParams, encoding: Encoding) -> tuple[float, float]:

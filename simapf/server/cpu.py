@@ -26,12 +26,12 @@ integrals may count up to 1 ns of a core too much per completion.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 from simapf.environment import Environment
 
-NS = 1_000_000_000
-_INV_NS = 1e-9
+NS: Final = 1_000_000_000
+_INV_NS: Final = 1e-9
 # A job on the heap: (virtual finish time, sequence number, callback, its argument, foreign).
 Job = tuple[float, int, Callable[[Any], None], Any, bool]
 

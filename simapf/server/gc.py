@@ -27,7 +27,7 @@ list-memory.md §4, reduced to what moves heap size and CPU:
 
 from __future__ import annotations
 
-from typing import Generator
+from typing import Final, Generator
 
 import simpy
 
@@ -36,7 +36,7 @@ from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
 from simapf.server.params import MiB, ServerParams
 
-INF = float("inf")
+INF: Final = float("inf")
 
 
 class GoGC:

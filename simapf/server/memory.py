@@ -35,13 +35,13 @@ allocation finds every crossing without a time step.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Final, Protocol
 
 from simapf.environment import Environment
 from simapf.server.params import ServerParams
 from simapf.server.pool import ALLOCATOR, DOUBLING, EncodeBufferPool
 
-_INV_NS = 1e-9
+_INV_NS: Final = 1e-9
 
 
 class Pacer(Protocol):

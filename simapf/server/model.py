@@ -15,7 +15,7 @@ request is a SimPy process: a request is a tuple passed between callbacks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, NamedTuple
+from typing import Any, Callable, Final, Generator, Iterable, NamedTuple
 
 import numpy as np
 import simpy
@@ -36,7 +36,7 @@ from simapf.server.variation import Factors, WorkVariation
 
 DoneCallback = Callable[[int], None]
 
-PLAN_CACHE_LIMIT = 20_000  # distinct request costs a process keeps planned
+PLAN_CACHE_LIMIT: Final = 20_000  # distinct request costs a process keeps planned
 
 
 class Running:

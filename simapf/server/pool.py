@@ -38,14 +38,16 @@ pool; the default, `DOUBLING`, encoding/json's.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
-SMALL_BUFFER_BYTES = 64  # bytes.Buffer's first allocation (buffer.go smallBufferSize)
-MASK64 = (1 << 64) - 1
+SMALL_BUFFER_BYTES: Final = 64  # bytes.Buffer's first allocation (buffer.go smallBufferSize)
+MASK64: Final = (1 << 64) - 1
 GET, PUT = 0, 1  # the steps of a request whose P is drawn
 DOUBLING, ALLOCATOR = 0, 1  # how a pool's buffers grow: bytes.Buffer's, runtime.Allocator's
-BLOCK = 4096  # requests whose Ps are mixed at once, in numpy: per request it would cost more than the pool
-KEPT_BLOCKS = 8  # blocks kept; an evicted one is mixed again, to the same Ps, if asked for
+BLOCK: Final = 4096  # requests whose Ps are mixed at once, in numpy: per request it would cost more than the pool
+KEPT_BLOCKS: Final = 8  # blocks kept; an evicted one is mixed again, to the same Ps, if asked for
 # splitmix64's constants (its increment and its two finalising multipliers)
 GOLDEN, MIX1, MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 

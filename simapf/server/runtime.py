@@ -12,7 +12,7 @@ limits, a new borrowing timer) and empty watch caches that refill from etcd.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Final
 
 import numpy as np
 
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from simapf.server.webhooks import Admission
 
 # Outcomes a client sees
-OK = "ok"
-REJECTED = "rejected"  # HTTP 429 from APF; `reason` says queue-full, time-out or concurrency-limit
-UNAVAILABLE = "unavailable"  # the process was down: connection refused
-FAILED = "failed"  # the process died while holding the request, or the request failed (a 500)
+OK: Final = "ok"
+REJECTED: Final = "rejected"  # HTTP 429 from APF; `reason` says queue-full, time-out or concurrency-limit
+UNAVAILABLE: Final = "unavailable"  # the process was down: connection refused
+FAILED: Final = "failed"  # the process died while holding the request, or the request failed (a 500)
 
 
 class SimPyScheduler:

@@ -17,12 +17,14 @@ policies give request number k the same work even where they start it at differe
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
-STAGES = 3  # factors per request: its etcd range, its CPU, its client's reading
-BLOCK = 4096  # requests whose factors are drawn at once: one numpy call per request would dominate
-KEPT_BLOCKS = 8  # blocks kept; an evicted one is drawn again, to the same numbers, if asked for
-DEFAULT_SEED = 20250624  # without a generator of its own, every model draws the same factors
+STAGES: Final = 3  # factors per request: its etcd range, its CPU, its client's reading
+BLOCK: Final = 4096  # requests whose factors are drawn at once: one numpy call per request would dominate
+KEPT_BLOCKS: Final = 8  # blocks kept; an evicted one is drawn again, to the same numbers, if asked for
+DEFAULT_SEED: Final = 20250624  # without a generator of its own, every model draws the same factors
 # A request's STAGES factors. Typed as any length so that the compiled core passes the tuple on as
 # it is, instead of unpacking three floats and boxing them into a new tuple per request.
 Factors = tuple[float, ...]

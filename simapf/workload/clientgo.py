@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from typing import Callable
+from typing import Callable, Final
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from simapf.workload.cluster import GONE, Cluster, Position
 # `gone`: a watch's 410.
 CLIENT_OUTCOMES = ("ok", "rejected", "timed_out", "unavailable", "failed", "gone")
 _OUTCOME_CODE = {OK: 0, REJECTED: 1, UNAVAILABLE: 3, FAILED: 4, GONE: 5}
-_TIMED_OUT = 2
+_TIMED_OUT: Final = 2
 
 
 class RequestLog:

@@ -11,7 +11,7 @@ that asks for history the replica's watch cache does not have, and 429 while a w
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Callable, Final
 
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
@@ -23,9 +23,9 @@ from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerReque
 from simapf.workload.balancer import Connection, LoadBalancer
 from simapf.workload.inventory import STATS_REFRESH_NS, Inventory, ResourceObjects
 
-GONE = "gone"  # 410: the watch's resourceVersion is older than the watch cache's history
-WATCH_HISTORY_NS = 75 * NS_PER_S  # the watch cache keeps at least 75 s of events (eventFreshDuration)
-COST_CACHE_LIMIT = 20_000  # distinct request classes whose cost the cluster keeps
+GONE: Final = "gone"  # 410: the watch's resourceVersion is older than the watch cache's history
+WATCH_HISTORY_NS: Final = 75 * NS_PER_S  # the watch cache keeps at least 75 s of events (eventFreshDuration)
+COST_CACHE_LIMIT: Final = 20_000  # distinct request classes whose cost the cluster keeps
 
 ENCODINGS = {e.value: e for e in Encoding}
 Done = Callable[[ServerRequest], None]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Final, Protocol
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from simapf.workload.clientgo import ClientStats, Requester, Timers
 from simapf.workload.cluster import Cluster
 from simapf.workload.inventory import ResourceObjects
 
-AUTHENTICATED = "system:authenticated"
+AUTHENTICATED: Final = "system:authenticated"
 
 
 def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Generator:
@@ -30,7 +30,7 @@ def stream(seed: int, client: str, instance: int, purpose: str) -> np.random.Gen
     return np.random.default_rng([seed, zlib.crc32(client.encode()), instance, zlib.crc32(purpose.encode())])
 
 
-GAPS_AT_ONCE = 1024
+GAPS_AT_ONCE: Final = 1024
 
 
 class PoissonGaps:

@@ -8,13 +8,15 @@ of 400 Secrets of ~100 KB has a total that varies like a real one.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from simapf.apf.estimators import ObjectStats
 from simapf.scenario.schema import CrdGroup, Resource, SizeDistribution
 from simapf.server.model import CachedResource
 
-STATS_REFRESH_NS = 60_000_000_000  # the apiserver refreshes its object counts every minute
+STATS_REFRESH_NS: Final = 60_000_000_000  # the apiserver refreshes its object counts every minute
 
 
 def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.ndarray:

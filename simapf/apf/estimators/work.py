@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from simapf.apf.estimators.base import (
     EVENT_ADDITIONAL_DURATION_NS,
@@ -40,7 +40,7 @@ from simapf.apf.types import NS_PER_S, RequestAttributes, WorkEstimate
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete"})
 
 # Nanoseconds per fixed-point work unit: 1 seat-second is 1e8 units, so one unit is 10 ns.
-_NS_PER_WORK_UNIT = NS_PER_S / 100_000_000
+_NS_PER_WORK_UNIT: Final = NS_PER_S / 100_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,13 @@
 A run allocates container objects (tuples on the event queue, requests, their records) by the
 million, and nearly all of them die young by reference counting; the runs make little cyclic
 garbage (a request and APF's record of it are unlinked when it ends). Python's defaults are
-tuned for the opposite: a young collection every 700 allocations not yet freed, which also walks
-whatever lived a little longer (tens of thousands of requests queued, executing or being read),
-and a full collection, walking every live object, every ten of the middle generation's. So
-inside a run:
+tuned for the opposite: a young collection whenever 700 more objects have been allocated than
+freed, which moves the requests still queued, executing or being read into older generations,
+whose collections then walk them again, and a full collection, walking every live object, every
+ten of the middle generation's. So inside a run:
 
-- young collections wait for many more allocations: most of what a young collection would walk
-  has been freed by then, so there are far fewer of them for the same garbage;
+- young collections wait until `YOUNG_AT` more objects have been allocated than freed: far fewer of
+  them, each finding most of what it would have walked already gone;
 - full collections are ten times rarer;
 - what was built before the run (the scenario, its models, the compiled APF configuration) is
   frozen out of the collector's reach (`gc.freeze`): none of it is garbage until the run ends.

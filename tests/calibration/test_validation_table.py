@@ -161,7 +161,8 @@ def test_the_same_tables_smaller_rows_run_as_long_as_a_cell_at_their_qps():
     assert len(rows) == 55
     for r in rows:
         run = simapf.load_scenario(v.VALIDATION_DIR / r["scenario"], r["overrides"]).scenario
-        qps = run.clients[0].rate_per_s * 20  # the ramp's 20 instances
+        instances = next(e.to_count for e in run.events if e.kind == "ramp")
+        qps = run.clients[0].rate_per_s * instances
         assert run.run.steady_state_from_s == pytest.approx(setup.warmup_for(qps), abs=1e-6), r["id"]
         assert run.run.duration_s == pytest.approx(setup.warmup_for(qps) + setup.window_for(qps), abs=1e-6), r["id"]
 

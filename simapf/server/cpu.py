@@ -49,7 +49,7 @@ class ProcessorSharing:
         "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
         "_req_core_s", "_gc_core_s",
-        "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch", "_push", "_pop",
+        "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch", "_push", "_pop", "_r_by_k",
     )
 
     def __init__(
@@ -96,25 +96,35 @@ class ProcessorSharing:
         # Held, not looked up in heapq at every job: the compiled core's lookups are generic ones.
         self._push: Callable[[list[Job], Job], None] = heapq.heappush
         self._pop: Callable[[list[Job]], Job] = heapq.heappop
+        # r by k while no mark phase runs: what _rates would compute, looked up at each job.
+        self._r_by_k: list[float] = []
 
     # ---------------------------------------------------------------- rates
+
+    def _rate_without_gc(self, k: int) -> float:
+        """r for k request jobs while no mark phase runs."""
+        N = self.cores
+        if k == 0:
+            return 0.0
+        if k <= N:
+            return 1.0
+        P = self.procs
+        m = k if k < P else P  # goroutines on Ps; the rest wait their turn
+        s = N / m if m > N else 1.0
+        return m * s / k
 
     def _rates(self) -> None:
         """Set r (per request) and g (GC) from k and the GC state."""
         k = self._k
-        P = self.procs
-        N = self.cores
         if not self._gc_on:
             self._g = 0.0
-            if k == 0:
-                self._r = 0.0
-            elif k <= N:
-                self._r = 1.0
-            else:
-                m = k if k < P else P  # goroutines on Ps; the rest wait their turn
-                s = N / m if m > N else 1.0
-                self._r = m * s / k
+            table = self._r_by_k
+            while len(table) <= k:
+                table.append(self._rate_without_gc(len(table)))
+            self._r = table[k]
             return
+        P = self.procs
+        N = self.cores
         w = self.gc_threads
         if self.gc_sharing == "reserved":
             # Dedicated workers own w Ps; requests run on the other P - w; idle Ps mark too.
@@ -167,16 +177,33 @@ class ProcessorSharing:
         a response): it competes like a request but its CPU is counted apart
         (`foreign_core_seconds`), not as this process's."""
         now = self.clock.now
+        k = self._k
         if now != self._t:
-            self._advance(now)
-        if self._k == 0 and not self._heap:
+            if self._gc_on:
+                self._advance(now)
+            else:  # _advance without a mark phase, inline: this runs for every job
+                r = self._r
+                if r:
+                    dts = (now - self._t) * _INV_NS
+                    self._v += r * dts
+                    if self._kf:
+                        self._req_core_s += (k - self._kf) * r * dts
+                        self._foreign_core_s += self._kf * r * dts
+                    else:
+                        self._req_core_s += k * r * dts
+                self._t = now
+        if k == 0 and not self._heap:
             self._v = 0.0  # keep V small so float resolution stays far below 1 ns
-        self._seq += 1
-        self._push(self._heap, (self._v + work_core_s, self._seq, callback, arg, foreign))
-        self._k += 1
+        seq = self._seq = self._seq + 1
+        self._push(self._heap, (self._v + work_core_s, seq, callback, arg, foreign))
+        k = self._k = k + 1
         if foreign:
             self._kf += 1
-        self._rates()
+        table = self._r_by_k
+        if self._gc_on or k >= len(table):
+            self._rates()
+        else:
+            self._r = table[k]
         if not self._dispatching:
             self._schedule(now)
 
@@ -327,7 +354,20 @@ class ProcessorSharing:
             return
         self._pending_at = None
         now = self.clock.now
-        self._advance(now)
+        gc_on = self._gc_on
+        if gc_on:
+            self._advance(now)
+        elif now != self._t:  # _advance without a mark phase, inline: this runs for every job
+            r = self._r
+            if r:
+                dts = (now - self._t) * _INV_NS
+                self._v += r * dts
+                if self._kf:
+                    self._req_core_s += (self._k - self._kf) * r * dts
+                    self._foreign_core_s += self._kf * r * dts
+                else:
+                    self._req_core_s += self._k * r * dts
+            self._t = now
         heap = self._heap
         done = []
         if heap:
@@ -340,7 +380,7 @@ class ProcessorSharing:
                 if item[4]:
                     self._kf -= 1
             self._k -= len(done)
-        gc_done = self._gc_on and self._gc_rem <= self._g * _INV_NS
+        gc_done = gc_on and self._gc_rem <= self._g * _INV_NS
         gc_cb = gc_arg = None
         if gc_done:
             self._gc_core_s += self._gc_rem
@@ -348,8 +388,11 @@ class ProcessorSharing:
             self._gc_on = False
             self._gc_rem = 0.0
             self._gc_cb = self._gc_arg = None
-        if done or gc_done:
-            self._rates()
+        if gc_on:
+            if done or gc_done:
+                self._rates()
+        elif done:
+            self._r = self._r_by_k[self._k]  # k fell: in the table already
         epoch = self._epoch
         self._dispatching = True
         try:

@@ -179,19 +179,7 @@ class ProcessorSharing:
         now = self.clock.now
         k = self._k
         if now != self._t:
-            if self._gc_on:
-                self._advance(now)
-            else:  # _advance without a mark phase, inline: this runs for every job
-                r = self._r
-                if r:
-                    dts = (now - self._t) * _INV_NS
-                    self._v += r * dts
-                    if self._kf:
-                        self._req_core_s += (k - self._kf) * r * dts
-                        self._foreign_core_s += self._kf * r * dts
-                    else:
-                        self._req_core_s += k * r * dts
-                self._t = now
+            self._advance(now)
         if k == 0 and not self._heap:
             self._v = 0.0  # keep V small so float resolution stays far below 1 ns
         seq = self._seq = self._seq + 1
@@ -355,19 +343,7 @@ class ProcessorSharing:
         self._pending_at = None
         now = self.clock.now
         gc_on = self._gc_on
-        if gc_on:
-            self._advance(now)
-        elif now != self._t:  # _advance without a mark phase, inline: this runs for every job
-            r = self._r
-            if r:
-                dts = (now - self._t) * _INV_NS
-                self._v += r * dts
-                if self._kf:
-                    self._req_core_s += (self._k - self._kf) * r * dts
-                    self._foreign_core_s += self._kf * r * dts
-                else:
-                    self._req_core_s += self._k * r * dts
-            self._t = now
+        self._advance(now)
         heap = self._heap
         done = []
         if heap:

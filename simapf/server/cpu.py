@@ -177,16 +177,23 @@ class ProcessorSharing:
         a response): it competes like a request but its CPU is counted apart
         (`foreign_core_seconds`), not as this process's."""
         now = self.clock.now
+        k = self._k
         if now != self._t:
             self._advance(now)
-        if self._k == 0 and not self._heap:
+        if k == 0 and not self._heap:
             self._v = 0.0  # keep V small so float resolution stays far below 1 ns
-        self._seq += 1
-        self._push(self._heap, (self._v + work_core_s, self._seq, callback, arg, foreign))
-        self._k += 1
+        seq = self._seq = self._seq + 1
+        self._push(self._heap, (self._v + work_core_s, seq, callback, arg, foreign))
+        k = self._k = k + 1
         if foreign:
             self._kf += 1
-        self._rates()
+        # _rates' table, read here too: through _rates the compiled core runs measurably slower
+        # (docs/benchmarks.md, processor sharing's rate table).
+        table = self._r_by_k
+        if self._gc_on or k >= len(table):
+            self._rates()
+        else:
+            self._r = table[k]
         if not self._dispatching:
             self._schedule(now)
 
@@ -337,6 +344,7 @@ class ProcessorSharing:
             return
         self._pending_at = None
         now = self.clock.now
+        gc_on = self._gc_on
         self._advance(now)
         heap = self._heap
         done = []
@@ -350,7 +358,7 @@ class ProcessorSharing:
                 if item[4]:
                     self._kf -= 1
             self._k -= len(done)
-        gc_done = self._gc_on and self._gc_rem <= self._g * _INV_NS
+        gc_done = gc_on and self._gc_rem <= self._g * _INV_NS
         gc_cb = gc_arg = None
         if gc_done:
             self._gc_core_s += self._gc_rem
@@ -358,8 +366,11 @@ class ProcessorSharing:
             self._gc_on = False
             self._gc_rem = 0.0
             self._gc_cb = self._gc_arg = None
-        if done or gc_done:
-            self._rates()
+        if gc_on:
+            if done or gc_done:
+                self._rates()
+        elif done:
+            self._r = self._r_by_k[self._k]  # k fell: in the table already
         epoch = self._epoch
         self._dispatching = True
         try:

@@ -1,0 +1,111 @@
+"""The engine benchmark counted in instructions and cache misses rather than wall seconds.
+
+    .venv/bin/python benchmarks/instructions.py [--customers 100000]
+
+`benchmarks/engine.py` compares simapf's requests per wall second on the shipped LIST
+experiment with the bare SimPy M/M/16 queue's customers per wall second. That ratio moves with
+the machine: the bare queue is a tight loop over a few objects, simapf's request touches far
+more code and data, and machines differ in how much that costs. This script runs the same two
+workloads under Valgrind's cachegrind, which counts every instruction the process executes and
+simulates its caches, so its figures are the same on every run and every x86-64 machine:
+instructions per request (per customer) and first-level data cache misses per request. Each
+workload runs in a child process twice, once whole and once with everything but the run
+itself (imports, scenario, random draws); the difference is the run's. It takes about ten
+minutes (cachegrind runs Python some 50 times slower). Needs `valgrind` on the PATH (Debian:
+`apt-get install valgrind`); docs/benchmarks.md records the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# Cachegrind's events, as its output file names them: instructions, then the simulated caches'
+# misses (I1/D1 first level, LL last level; r reads, w writes).
+EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
+
+
+def child(workload: str, units: int) -> None:
+    """Run one workload in this process (under cachegrind, from `measure`)."""
+    sys.path.insert(0, str(HERE))
+    import engine
+
+    if workload == "mm16":
+        engine.mm16(units)
+    elif units:
+        engine.list_experiment()
+    else:
+        import simapf  # what list_experiment does before its run: imports and the scenario
+
+        simapf.load_scenario(engine.ROOT / "scenarios" / "list-experiment.yaml")
+
+
+def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
+    """Cachegrind's totals for one child process running `workload`."""
+    out = workdir / f"{workload}-{units}.cg"
+    command = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--cachegrind-out-file={out}",
+        sys.executable, __file__, "--child", workload, str(units),
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts on every run
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    events: list[str] = []
+    for line in out.read_text().splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("summary:"):
+            return dict(zip(events, map(int, line.split()[1:])))
+    raise RuntimeError(f"no summary in cachegrind's output {out}")
+
+
+def per_unit(workload: str, units: int, workdir: Path) -> tuple[dict[str, float], int]:
+    """Each event's count per request (customer) of the run alone, and the run's units."""
+    whole = counts(workload, units, workdir)
+    setup = counts(workload, 0, workdir)
+    if workload == "list":
+        sys.path.insert(0, str(HERE))
+        import engine
+
+        _wall, units = engine.list_experiment()  # the request count, from an uninstrumented run
+    return {e: (whole[e] - setup[e]) / units for e in EVENTS}, units
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--customers", type=int, default=100_000)
+    ap.add_argument("--child", nargs=2, metavar=("WORKLOAD", "UNITS"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    if shutil.which("valgrind") is None:
+        sys.exit("benchmarks/instructions.py needs valgrind on the PATH (Debian: apt-get install valgrind)")
+    from simapf.compiled_core import compiled
+
+    with tempfile.TemporaryDirectory(prefix="simapf-cachegrind-") as tmp:
+        bare, _ = per_unit("mm16", args.customers, Path(tmp))
+        ours, requests = per_unit("list", 1, Path(tmp))
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}, simapf's core: {compiled()}, "
+          f"cachegrind's simulated caches")  # fmt: skip
+    rows = [
+        ("instructions", "Ir"),
+        ("first-level data cache misses", ("D1mr", "D1mw")),
+        ("first-level instruction cache misses", "I1mr"),
+    ]
+    for label, keys in rows:
+        keys = (keys,) if isinstance(keys, str) else keys
+        b = sum(bare[k] for k in keys)
+        o = sum(ours[k] for k in keys)
+        print(f"{label}: bare SimPy M/M/16 {b:,.0f} per customer, simapf {o:,.0f} per request "
+              f"({requests:,} requests); ratio {b / o:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -34,19 +34,24 @@ def template_options(t: RequestTemplate) -> ListOptions:
 class _TemplateSender(Instance):
     """Sends a RequestTemplate: a whole paged LIST counts as one request to the caller."""
 
-    def send_template(self, t: RequestTemplate, on_complete: Callable[[bool], None]) -> None:
+    def send_template(self, t: RequestTemplate, on_complete: Callable[[bool], None] | None) -> None:
+        """Send `t`; `on_complete(ok)` when it is done (None: nobody waits for its outcome)."""
         p = self._prepared.get(id(t))
         if p is None:
             p = self._prepared[id(t)] = self._prepare(t)
         attrs = p.attrs if p.attrs is not None else self._draw_attrs(t)
         sel = p.selectivity
+        then = on_complete if on_complete is not None else _ignore
         if p.paged:
-            self._page(attrs, t, sel, 0, on_complete)
+            self._page(attrs, t, sel, 0, then)
         elif p.verb == "watch":
-            self.requester.do(attrs, p.encoding, lambda rec: self._watch_started(rec, attrs, t, on_complete),
+            self.requester.do(attrs, p.encoding, lambda rec: self._watch_started(rec, attrs, t, then),
                               selectivity=sel)  # fmt: skip
+        elif on_complete is None:
+            # An open loop's single request: no closure to make, call and free per request.
+            self.requester.do(attrs, p.encoding, _unawaited, selectivity=sel)
         else:
-            self.requester.do(attrs, p.encoding, lambda rec: on_complete(rec.outcome == OK), selectivity=sel)
+            self.requester.do(attrs, p.encoding, lambda rec: then(rec.outcome == OK), selectivity=sel)
 
     def _prepare(self, t: RequestTemplate) -> PreparedTemplate:
         opts = template_options(t)
@@ -120,7 +125,7 @@ class OpenLoopInstance(_TemplateSender):
         group = self.group
         cap = group.spec.max_in_flight
         if cap is None:
-            self.send_template(group.spec.request, _ignore)
+            self.send_template(group.spec.request, None)
         elif group.outstanding < cap:
             group.outstanding += 1
             self._send_counted()
@@ -345,4 +350,8 @@ class ClientGroup:
 
 
 def _ignore(_ok: bool) -> None:
+    pass
+
+
+def _unawaited(_rec: ServerRequest) -> None:
     pass

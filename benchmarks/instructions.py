@@ -7,10 +7,11 @@ experiment with the bare SimPy M/M/16 queue's customers per wall second. That ra
 the machine: the bare queue is a tight loop over a few objects, simapf's request touches far
 more code and data, and machines differ in how much that costs. This script runs the same two
 workloads under Valgrind's cachegrind, which counts every instruction the process executes and
-simulates its caches, so its figures are the same on every run and every x86-64 machine:
-instructions per request (per customer) and first-level data cache misses per request. Each
+simulates caches of fixed sizes (those of the AMD EPYC VM in docs/benchmarks.md), so its figures
+hardly move between runs or x86-64 machines: instructions per request (per customer) and
+first-level cache misses per request. Each
 workload runs in a child process twice, once whole and once with everything but the run
-itself (imports, scenario, random draws); the difference is the run's. It takes about ten
+itself (imports, scenario, random draws); the difference is the run's. It takes about five
 minutes (cachegrind runs Python some 50 times slower). Needs `valgrind` on the PATH (Debian:
 `apt-get install valgrind`); docs/benchmarks.md records the figures.
 """
@@ -30,6 +31,9 @@ HERE = Path(__file__).resolve().parent
 # Cachegrind's events, as its output file names them: instructions, then the simulated caches'
 # misses (I1/D1 first level, LL last level; r reads, w writes).
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
+# The simulated caches (size, associativity, line bytes), fixed rather than read off the host so
+# that machines agree: the first levels of the VM in docs/benchmarks.md, and its 32 MiB L3.
+CACHES = ("--I1=32768,8,64", "--D1=49152,12,64", "--LL=33554432,16,64")
 
 
 def child(workload: str, units: int) -> None:
@@ -51,7 +55,7 @@ def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
     """Cachegrind's totals for one child process running `workload`."""
     out = workdir / f"{workload}-{units}.cg"
     command = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--cachegrind-out-file={out}",
+        "valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES, f"--cachegrind-out-file={out}",
         sys.executable, __file__, "--child", workload, str(units),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts on every run

@@ -37,7 +37,7 @@ CACHES = ("--I1=32768,8,64", "--D1=49152,12,64", "--LL=33554432,16,64")
 
 
 def child(workload: str, units: int) -> None:
-    """Run one workload in this process (under cachegrind, from `measure`)."""
+    """Run one workload in this process (under cachegrind, started by `counts`)."""
     sys.path.insert(0, str(HERE))
     import engine
 
@@ -56,10 +56,13 @@ def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
     out = workdir / f"{workload}-{units}.cg"
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES, f"--cachegrind-out-file={out}",
+        f"--log-file={out.with_suffix('.log')}",  # valgrind's own report; stderr is the child's
         sys.executable, __file__, "--child", workload, str(units),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts on every run
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if run.returncode:
+        sys.exit(f"cachegrind's run of {workload} failed:\n{run.stderr[-2000:]}")
     events: list[str] = []
     for line in out.read_text().splitlines():
         if line.startswith("events:"):

@@ -9,10 +9,9 @@ more code and data, and machines differ in how much that costs. This script runs
 workloads under Valgrind's cachegrind, which counts every instruction the process executes and
 simulates caches of fixed sizes (those of the AMD EPYC VM in docs/benchmarks.md), so its figures
 hardly move between runs or x86-64 machines: instructions per request (per customer) and
-first-level cache misses per request. Each
-workload runs in a child process twice, once whole and once with everything but the run
-itself (imports, scenario, random draws); the difference is the run's. It takes about five
-minutes (cachegrind runs Python some 50 times slower). Needs `valgrind` on the PATH (Debian:
+first-level cache misses per request. Each workload runs in a child process twice, once whole
+and once with everything but the run itself (imports, scenario, random draws); the difference
+is the run's. It takes about five minutes (cachegrind runs Python some 50 times slower). Needs `valgrind` on the PATH (Debian:
 `apt-get install valgrind`); docs/benchmarks.md records the figures.
 """
 
@@ -27,7 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+import engine
+
 # Cachegrind's events, as its output file names them: instructions, then the simulated caches'
 # misses (I1/D1 first level, LL last level; r reads, w writes).
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
@@ -37,22 +37,21 @@ CACHES = ("--I1=32768,8,64", "--D1=49152,12,64", "--LL=33554432,16,64")
 
 
 def child(workload: str, units: int) -> None:
-    """Run one workload in this process (under cachegrind, started by `counts`)."""
-    sys.path.insert(0, str(HERE))
-    import engine
-
+    """Run one workload in this process (under cachegrind, started by `counts`); the LIST
+    experiment's whole run prints its request count."""
     if workload == "mm16":
         engine.mm16(units)
     elif units:
-        engine.list_experiment()
+        _wall, requests = engine.list_experiment()
+        print(requests)
     else:
         import simapf  # what list_experiment does before its run: imports and the scenario
 
         simapf.load_scenario(engine.ROOT / "scenarios" / "list-experiment.yaml")
 
 
-def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
-    """Cachegrind's totals for one child process running `workload`."""
+def counts(workload: str, units: int, workdir: Path) -> tuple[dict[str, int], str]:
+    """Cachegrind's totals for one child process running `workload`, and what it printed."""
     out = workdir / f"{workload}-{units}.cg"
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES, f"--cachegrind-out-file={out}",
@@ -60,7 +59,7 @@ def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
         sys.executable, __file__, "--child", workload, str(units),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts on every run
-    run = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run = subprocess.run(command, env=env, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"cachegrind's run of {workload} failed:\n{run.stderr[-2000:]}")
     events: list[str] = []
@@ -68,19 +67,16 @@ def counts(workload: str, units: int, workdir: Path) -> dict[str, int]:
         if line.startswith("events:"):
             events = line.split()[1:]
         elif line.startswith("summary:"):
-            return dict(zip(events, map(int, line.split()[1:])))
+            return dict(zip(events, map(int, line.split()[1:]))), run.stdout
     raise RuntimeError(f"no summary in cachegrind's output {out}")
 
 
 def per_unit(workload: str, units: int, workdir: Path) -> tuple[dict[str, float], int]:
     """Each event's count per request (customer) of the run alone, and the run's units."""
-    whole = counts(workload, units, workdir)
-    setup = counts(workload, 0, workdir)
+    whole, printed = counts(workload, units, workdir)
+    setup, _ = counts(workload, 0, workdir)
     if workload == "list":
-        sys.path.insert(0, str(HERE))
-        import engine
-
-        _wall, units = engine.list_experiment()  # the request count, from an uninstrumented run
+        units = int(printed)  # the requests the instrumented run served
     return {e: (whole[e] - setup[e]) / units for e in EVENTS}, units
 
 

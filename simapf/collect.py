@@ -182,9 +182,15 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     clients = []
     for g in sim.groups.values():
         s = g.stats
+        # Every attempt is accounted for: attempts = sum(outcomes) + retries_after_429 +
+        # in_flight_at_end, for the client and for each of its verbs (`abandoned`: answers that
+        # came to an instance which had stopped, and were never read).
+        abandoned = sum(c.abandoned for c in s.by_verb.values())
+        outcomes = dict(s.outcomes, **({"abandoned": abandoned} if abandoned else {}))
         row = {
             "client": g.spec.name, "kind": g.spec.kind, "instances": g.active_count,
-            "attempts": s.attempts, "outcomes": dict(sorted(s.outcomes.items())), "retries_after_429": s.retries,
+            "attempts": s.attempts, "outcomes": dict(sorted(outcomes.items())), "retries_after_429": s.retries,
+            "in_flight_at_end": sum(c.in_flight for c in s.by_verb.values()),
         }  # fmt: skip
         if g.spec.kind == "informer":
             row.update(lists=s.lists, relists=s.relists, watch_breaks=s.watch_breaks, gone_410=s.gone)
@@ -197,8 +203,12 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             # Worker time the instances spent on their responses (clients.processing); discovery
             # run durations already include it.
             row["processing_busy_s"] = s.processing_ns / NS_PER_S
-        # Per verb, the logical requests as the client saw them (client_latency.csv).
+        # Per verb, the logical requests as the client saw them (client_latency.csv), and what
+        # became of their attempts.
         row["by_verb"] = by_class.get(g.spec.name, {})
+        for verb, c in sorted(s.by_verb.items()):
+            row["by_verb"].setdefault(verb, {"requests": 0}).update(
+                attempts=c.sent, retries_after_429=c.retries, abandoned=c.abandoned, in_flight_at_end=c.in_flight)
         clients.append(row)
 
     completed = _summed(srv.completed for srv in sim.servers)

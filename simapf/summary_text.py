@@ -97,6 +97,8 @@ def format_summary(s: dict[str, Any]) -> str:
             if row.get("processing_busy_s"):
                 extra.append(f"{_s(row['processing_busy_s'])} processing responses client-side")
             outcomes = ", ".join(f"{k} {v:,}" for k, v in row["outcomes"].items())
+            if row["in_flight_at_end"]:
+                extra.append(f"{row['in_flight_at_end']:,} still in flight at the end")
             add(f"  {row['client']:<26} x{row['instances']:<5} {outcomes}; {row['retries_after_429']:,} retries after 429"
                 + ("; " + "; ".join(extra) if extra else ""))  # fmt: skip
 

@@ -113,6 +113,14 @@ def test_a_random_valid_scenario_runs_accounts_for_its_requests_and_keeps_to_its
     outcomes = s["requests"]["by_outcome"]
     assert s["requests"]["total"] == sum(outcomes.values())  # every request ended one way
     assert all(v >= 0 for v in outcomes.values())
+    for c in s["clients"]:  # every attempt ended one way, or is still under way
+        assert c["attempts"] == sum(c["outcomes"].values()) + c["retries_after_429"] + c["in_flight_at_end"], c
+        assert min(c["outcomes"].values(), default=0) >= 0 and c["in_flight_at_end"] >= 0
+        for verb, v in c["by_verb"].items():
+            assert v["attempts"] == v["requests"] + v["abandoned"] + v["retries_after_429"] + v["in_flight_at_end"], (
+                c["client"], verb, v)
+        assert sum(v["attempts"] for v in c["by_verb"].values()) == c["attempts"]
+        assert sum(v["in_flight_at_end"] for v in c["by_verb"].values()) == c["in_flight_at_end"]
     limit = s["memory"]["memory_limit_bytes"]
     rss = result.wide("process_resident_memory_bytes", by="replica")  # a column per replica
     if limit is not None:

@@ -52,11 +52,27 @@ class RequestLog:
         self.outcome = array("B")
 
 
+class Attempts:
+    """What became of one client's attempts of one verb. Every attempt sent is, at any moment,
+    exactly one of: answered with a final outcome (`outcomes`), a 429 the client retries
+    (`retries`), dropped unread because its instance stopped (`abandoned`), or still in flight
+    (`in_flight`: on its way, being served, coming back or being processed by the client)."""
+
+    __slots__ = ("sent", "outcomes", "retries", "abandoned", "in_flight")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.outcomes = 0
+        self.retries = 0
+        self.abandoned = 0
+        self.in_flight = 0
+
+
 class ClientStats:
     """Counters of one client (all its instances)."""
 
     __slots__ = ("attempts", "outcomes", "retries", "lists", "relists", "watch_breaks", "gone",
-                 "throttle_wait_ns", "runs", "run_durations_ns", "requests", "processing_ns")  # fmt: skip
+                 "throttle_wait_ns", "runs", "run_durations_ns", "requests", "processing_ns", "by_verb")  # fmt: skip
 
     def __init__(self) -> None:
         self.attempts = 0
@@ -71,6 +87,13 @@ class ClientStats:
         self.run_durations_ns: list[int] = []
         self.requests: dict[str, RequestLog] = {}  # by verb: each logical request, client side
         self.processing_ns = 0  # client-side processing of responses (worker time, all instances)
+        self.by_verb: dict[str, Attempts] = {}  # by verb: what became of each attempt
+
+    def attempts_of(self, verb: str) -> Attempts:
+        counts = self.by_verb.get(verb)
+        if counts is None:
+            counts = self.by_verb[verb] = Attempts()
+        return counts
 
     def outcome(self, name: str) -> None:
         self.outcomes[name] = self.outcomes.get(name, 0) + 1
@@ -224,12 +247,14 @@ class _Call:
     """One logical request of a Requester: what to send, and what became of its attempts."""
 
     __slots__ = ("attrs", "encoding", "on_result", "selectivity", "page", "object_bytes", "since", "retries",
-                 "start_ns", "on_arrived")  # fmt: skip
+                 "start_ns", "on_arrived", "counts")  # fmt: skip
 
     def __init__(self, attrs: RequestAttributes, encoding: str, on_result: Callable[[ServerRequest], None],
                  selectivity: float, page: int, object_bytes: float, since: Position | None,
-                 start_ns: int, on_arrived: Callable[[ServerRequest], None] | None = None) -> None:  # fmt: skip
+                 start_ns: int, counts: Attempts,
+                 on_arrived: Callable[[ServerRequest], None] | None = None) -> None:  # fmt: skip
         self.attrs = attrs
+        self.counts = counts  # its client's attempts of its verb
         self.encoding = encoding
         self.on_result = on_result
         self.on_arrived = on_arrived
@@ -270,7 +295,7 @@ class Requester:
         `on_result(request)` once, with its final outcome, after the client has processed it;
         `on_arrived(request)` as a successful response arrives, before that."""
         self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.clock.now,
-                            on_arrived))  # fmt: skip
+                            self.stats.attempts_of(attrs.verb), on_arrived))  # fmt: skip
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
@@ -290,6 +315,9 @@ class Requester:
         if not self.active:
             return
         self.stats.attempts += 1
+        counts = call.counts
+        counts.sent += 1
+        counts.in_flight += 1
         # The tag says whose attempt this is and which one (0 = first, k = k-th retry after a 429).
         self.cluster.send(call.attrs, call.encoding, lambda rec: self._answered(call, rec),
                           selectivity=call.selectivity, page=call.page, object_bytes=call.object_bytes,
@@ -297,6 +325,7 @@ class Requester:
 
     def _answered(self, call: _Call, rec: ServerRequest) -> None:
         if not self.active:
+            _abandon(call)
             return
         if self.half_rtt_ns:
             self.timers.after(self.half_rtt_ns, self._arrived, (call, rec))  # on its way back
@@ -304,9 +333,10 @@ class Requester:
         self._arrived((call, rec))
 
     def _arrived(self, arg: tuple[_Call, ServerRequest]) -> None:
-        if not self.active:
-            return
         call, rec = arg
+        if not self.active:
+            _abandon(call)
+            return
         now = self.timers.clock.now
         if call.on_arrived is not None and rec.outcome == OK:
             call.on_arrived(rec)
@@ -322,15 +352,28 @@ class Requester:
     def _processed(self, arg: tuple) -> None:
         if self.active:
             self._act(*arg)
+        else:
+            _abandon(arg[0])
 
     def _act(self, call: _Call, rec: ServerRequest, arrived_ns: int) -> None:
+        counts = call.counts
+        counts.in_flight -= 1
         if rec.outcome == REJECTED and call.retries < self.retry.max_retries:
             call.retries += 1
+            counts.retries += 1
             self.stats.retries += 1
             wait_s = rec.retry_after_s if self.retry.honour_retry_after else self.retry.fallback_wait_s
             self.timers.after(int(wait_s * NS_PER_S), self._attempt, call)
             return
+        counts.outcomes += 1
         self.stats.outcome(rec.outcome)
         # Latency up to the response's arrival: the client's processing of it comes after.
         self.stats.finished(call.attrs.verb, arrived_ns - call.start_ns, rec)
         call.on_result(rec)
+
+
+def _abandon(call: _Call) -> None:
+    """The attempt's answer came to an instance that has stopped: nobody reads it."""
+    counts = call.counts
+    counts.in_flight -= 1
+    counts.abandoned += 1

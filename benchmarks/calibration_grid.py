@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from simapf.calibrate.data import cells, load_rows
-from simapf.calibrate.experiment import ExperimentSetup, run_cell
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.scenario import run_cell
 from simapf.calibrate.fit import Problem
 from simapf.calibrate.grid import Simulator, make_batches
 from simapf.calibrate.metrics import summarise

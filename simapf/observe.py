@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
 from simapf.workload.cluster import GONE
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from simapf.workload.cluster import Cluster
     from simapf.workload.clients import ClientGroup
 
@@ -221,3 +224,109 @@ class Recorder:
             if t > from_s and healthy:
                 return t - from_s
         return None
+
+
+# ---------------------------------------------------------------------- lean observation
+
+
+def scraped_peak(trace: "Sequence[float]", trace_every_s: float, scrape_every_s: float | None) -> float:
+    """The highest reading of a scraper that samples every `scrape_every_s`, averaged over the
+    phase of its scrapes: the peak a dashboard shows, in expectation over when its scrapes fall,
+    from a trace sampled every `trace_every_s`. Without a scrape interval (or one no longer than
+    the trace's step), the trace's own maximum."""
+    if not len(trace):
+        return 0.0
+    m = int(round(scrape_every_s / trace_every_s)) if scrape_every_s else 1
+    if m <= 1:
+        return float(max(trace))
+    phases = min(m, len(trace))
+    return sum(float(max(trace[k::m])) for k in range(phases)) / phases
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One lean scrape: the apiserver's figures an experiment's dashboard would read."""
+
+    t_s: float
+    rss_bytes: float  # the highest replica's
+    heap_inuse_bytes: float  # the highest replica's
+    cpu_seconds_total: float  # every replica's process CPU
+    client_cpu_seconds_total: float  # co-located clients' CPU
+    ok_total: int  # answered 200, every replica
+    rejected_total: int  # answered 429
+    due_total: int  # client requests due so far: sent, or held back by max_in_flight
+    pending: int  # requests queued or executing in the apiserver
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What a lean run read (`Simulation(..., lean=True)`): a `Reading` per scrape from the
+    scenario's `run.steady_from_s` on, and a few totals of the whole run. No per-request table,
+    no series, no pandas: what a calibration needs of a run, at the cost of the run alone."""
+
+    scrape_interval_s: float
+    scrapes: list[Reading]
+    requests_total: int  # every answer, of the whole run
+    ok_total: int
+    rejected_total: int
+    failed_total: int
+    due_total: int
+    oom_kills: int
+
+    def scraped_peak_rss(self, scrape_every_s: float | None) -> float:
+        """The peak RSS a dashboard scraping every `scrape_every_s` would show (`scraped_peak`)."""
+        return scraped_peak([r.rss_bytes for r in self.scrapes], self.scrape_interval_s, scrape_every_s)
+
+    @property
+    def window(self) -> tuple[Reading, Reading] | None:
+        """The first and the last reading, if they span some time."""
+        if len(self.scrapes) < 2 or self.scrapes[-1].t_s <= self.scrapes[0].t_s:
+            return None
+        return self.scrapes[0], self.scrapes[-1]
+
+
+class Dashboard:
+    """The lean observer: at every scrape from `steady_from_s` on, one `Reading`; nothing per
+    request (the cluster has no observer) and no series."""
+
+    def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], scrape_interval_s: float,
+                 steady_from_s: float = 0.0) -> None:  # fmt: skip
+        self.cluster = cluster
+        self.groups = groups
+        self.scrape_interval_s = scrape_interval_s
+        self.steady_from_s = steady_from_s
+        self.scrapes: list[Reading] = []
+
+    def scrape(self) -> None:
+        cluster = self.cluster
+        t = cluster.env.now / NS_PER_S
+        if t < self.steady_from_s:
+            return
+        rss = heap = cpu = client = 0.0
+        ok = rejected = pending = 0
+        for server in cluster.servers:
+            snap = server.model.snapshot()
+            rss = max(rss, snap.rss_bytes)
+            heap = max(heap, snap.heap_inuse_bytes)
+            cpu += snap.cpu_seconds_total
+            client += snap.client_cpu_seconds_total
+            ok += server.completed[OK]
+            rejected += server.completed[REJECTED]
+            pending += server.pending
+        self.scrapes.append(Reading(t, rss, heap, cpu, client, ok, rejected, self._due(), pending))
+
+    def _due(self) -> int:
+        return sum(g.stats.attempts + len(g.held) for g in self.groups)
+
+    def readings(self) -> Readings:
+        servers = self.cluster.servers
+        return Readings(
+            scrape_interval_s=self.scrape_interval_s,
+            scrapes=self.scrapes,
+            requests_total=sum(sum(s.completed.values()) for s in servers),
+            ok_total=sum(s.completed[OK] for s in servers),
+            rejected_total=sum(s.completed[REJECTED] for s in servers),
+            failed_total=sum(s.completed[FAILED] for s in servers),
+            due_total=self._due(),
+            oom_kills=sum(s.model.process.oom_kills for s in servers),
+        )

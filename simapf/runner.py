@@ -18,7 +18,7 @@ from simapf.apf.types import NS_PER_S
 from simapf.collect import collect
 from simapf.cycles import fewer_collections
 from simapf.environment import Environment
-from simapf.observe import Recorder
+from simapf.observe import Dashboard, Readings, Recorder
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.scenario.schema import Scenario
@@ -36,10 +36,15 @@ from simapf.workload.inventory import Inventory
 
 
 class Simulation:
-    """Everything one run is made of, wired together and ready to `run`."""
+    """Everything one run is made of, wired together and ready to `run`.
 
-    def __init__(self, loaded: LoadedScenario) -> None:
+    `lean`: observe as an experiment's dashboard would, and no more (`Dashboard`): `run` returns
+    `Readings` instead of a `Result`, without per-request tables, series or pandas. The model is
+    the same either way; only what is recorded of it differs."""
+
+    def __init__(self, loaded: LoadedScenario, lean: bool = False) -> None:
         self.loaded = loaded
+        self.lean = lean
         sc = self.scenario = loaded.scenario
         seed = sc.run.seed
         estimators = loaded.estimators()  # imports the user's policy modules: a run starts here
@@ -88,13 +93,19 @@ class Simulation:
         self.ctx = Context(self.cluster, self.timers, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
-        self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
-                                 steady_from_s=sc.run.steady_from_s)  # fmt: skip
-        self.cluster.observer = self.recorder.completed
+        self.recorder: Recorder | Dashboard
+        if lean:
+            self.recorder = Dashboard(self.cluster, list(self.groups.values()), sc.run.scrape_interval_s,
+                                      steady_from_s=sc.run.steady_from_s)  # fmt: skip
+        else:
+            self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
+                                     steady_from_s=sc.run.steady_from_s)  # fmt: skip
+            self.cluster.observer = self.recorder.completed
         self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
                                   {g.name: g for g in sc.crds})  # fmt: skip
 
-    def run(self, progress: bool = False) -> Result:
+    def run(self, progress: bool = False) -> Result | Readings:
+        """Run to the end: a `Result`, or `Readings` when lean."""
         sc = self.scenario
         env = self.env
         step_ns = int(sc.run.scrape_interval_s * NS_PER_S)
@@ -116,6 +127,8 @@ class Simulation:
                     bar.update(round(t / NS_PER_S - bar.n, 6))
         if bar is not None:
             bar.close()
+        if isinstance(self.recorder, Dashboard):
+            return self.recorder.readings()
         return collect(self, wall_s=time.perf_counter() - wall0)
 
     def _refresh_watch_cache(self) -> None:
@@ -163,4 +176,13 @@ def run(
         src = scenario.scenario if isinstance(scenario, LoadedScenario) else scenario
         base = scenario.base_dir if isinstance(scenario, LoadedScenario) else None
         scenario = load_scenario(src, overrides, base_dir=base)
-    return Simulation(scenario).run(progress=progress)
+    result = Simulation(scenario).run(progress=progress)
+    assert isinstance(result, Result)
+    return result
+
+
+def run_lean(scenario: LoadedScenario) -> Readings:
+    """Run a loaded scenario observed as an experiment's dashboard would (`Simulation`'s `lean`)."""
+    readings = Simulation(scenario, lean=True).run()
+    assert isinstance(readings, Readings)
+    return readings

@@ -12,7 +12,8 @@ generator sent its requests (a ramp, then evenly paced; at most so many outstand
 accepted) and what it cost on the same node, how long the load ran before and while the
 dashboard was read, and how often the dashboard scraped. The apiserver's own parameters are
 `ServerParams`; `run_params` puts the two together for a run. Which of these were fitted and
-which chosen, and why, is in docs/validation.md.
+which chosen, and why, is in docs/validation.md. The cell as a scenario, and its run, are
+`simapf.calibrate.scenario`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from pydantic import Field
 
 from simapf.calibrate.data import Cell
 from simapf.server.costs import RequestPlan, compute_plan
-from simapf.calibrate.list_stream import ListStreamResult, list_cost, run_list_stream
 from simapf.server.params import ClientParams, ServerParams, _Params
-from simapf.server.paths import ServingPath
+from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
 
 
 MIN_WINDOW_S = 5.0
@@ -149,10 +149,11 @@ class CellResult:
     requests: int
 
 
-def cell_seed(setup: ExperimentSetup, cell: Cell) -> list[int]:
-    """The same arrivals for a cell whatever the parameters: common random numbers, so a fit's
-    finite differences see the parameters' effect, not a new random stream."""
-    return [setup.seed, cell.row.index, cell.seats]
+def cell_seed(setup: ExperimentSetup, cell: Cell, draw: int = 0) -> int:
+    """The run seed of a cell, the same whatever the parameters: common random numbers, so a
+    fit's finite differences see the parameters' effect, not new random streams. `draw` > 0:
+    another draw of the streams (the requests' work variation, Poisson arrivals)."""
+    return int(np.random.SeedSequence([setup.seed, cell.row.index, cell.seats, draw]).generate_state(1)[0])
 
 
 def run_params(params: ServerParams, setup: ExperimentSetup) -> ServerParams:
@@ -167,51 +168,13 @@ def cell_path(cell: Cell) -> ServingPath:
     return ServingPath.ETCD if cell.row.source == "etcd" else ServingPath.CACHE
 
 
+def list_cost(path: ServingPath, response_bytes: float, object_count: int, streaming: bool = False) -> RequestCost:
+    """What each of a cell's LISTs asks of the server: one resource, whole, as JSON."""
+    return RequestCost(path, ResponseShape(response_bytes, object_count, Encoding.JSON), streaming=streaming)
+
+
 def cell_plan(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> RequestPlan:
     """What the server makes of each of the cell's LISTs (before its work factors)."""
     row = cell.row
     cost = list_cost(cell_path(cell), row.response_bytes, row.object_count, setup.streaming_encoding)
     return compute_plan(run_params(params, setup), cost)
-
-
-def run_cell(
-    cell: Cell, params: ServerParams, setup: ExperimentSetup, work_rng: np.random.Generator | None = None
-) -> CellResult:
-    """Simulate one cell as the experiment ran it and read it as the experiment did.
-
-    `work_rng`: another draw of the requests' work variation (`request_cpu.work_cv`); every cell
-    of a grid shares one fixed stream otherwise, so that parameters, not draws, make the
-    differences a fit sees."""
-    row = cell.row
-    result: ListStreamResult = run_list_stream(
-        cell_path(cell),
-        row.response_bytes,
-        row.object_count,
-        qps=row.qps,
-        seats=cell.seats,
-        duration_s=setup.warmup_for(row.qps) + setup.window_for(row.qps),
-        warmup_s=setup.warmup_for(row.qps),
-        server_concurrency=setup.server_concurrency,
-        params=run_params(params, setup),
-        seed=cell_seed(setup, cell),
-        sample_every_s=setup.trace_every_s,
-        scrape_every_s=setup.scrape_every_s,
-        cache_resource=True,
-        ramp_s=setup.ramp_s,
-        poisson=setup.arrivals == "poisson",
-        max_in_flight=None if setup.client_max_in_flight is None else int(setup.client_max_in_flight),
-        streaming=setup.streaming_encoding,
-        work_rng=work_rng,
-    )
-    return CellResult(
-        row=row.index,
-        seats=cell.seats,
-        mem_mb=result.scraped_peak_rss_bytes / 1e6,
-        cpu_percent=result.mean_cpu_cores * 100.0,
-        rejected_fraction=result.rejected_fraction,
-        rejected_429_fraction=result.rejected_429_fraction,
-        oom_kills=result.oom_kills,
-        peak_pending=result.peak_pending,
-        client_cores=result.mean_client_cores,
-        requests=result.requests,
-    )

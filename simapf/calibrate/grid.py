@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Iterator
 from joblib import Parallel, delayed
 
 from simapf.calibrate.data import Cell
-from simapf.calibrate.experiment import CellResult, ExperimentSetup, run_cell
+from simapf.calibrate.experiment import CellResult, ExperimentSetup
+from simapf.calibrate.scenario import run_cell
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import Backend, cpu_count, dask_client
 

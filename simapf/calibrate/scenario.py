@@ -1,18 +1,16 @@
-"""A measured cell as a scenario file, for `simapf run`, `compare` and `sweep`.
+"""A measured cell as a scenario: what the calibration runs, and what a user can run.
 
-`simapf.calibrate.experiment` reproduces a cell with a lean driver (`run_list_stream`) so that a
-fit can afford to simulate the whole grid many times. `scenario_for` writes the same experiment
-as an ordinary scenario: the apiserver with the cell's cores, concurrency and resource-model
-parameters (the co-located load generator included), bootstrap APF with the `constant` policy
-at the cell's seats, one resource, and an open-loop lister that ramps up and then sends at the
-row's QPS. A user can then look at the cell with every series the runner records, or change
-one thing (another policy, GOMEMLIMIT) and see what the experiment would have shown.
-
-Two things differ: the ramp is a staircase of `RAMP_STEPS` instances rather than a line (a row
-whose backlog keeps every LIST sent, as etcd 10 MB x10000 at 20/s with 1 seat, peaks 10-14 %
-lower for it; without a ramp the two agree), and the summary's peak is the highest 1-s sample
-over the whole run, not `ExperimentSetup`'s scrape-averaged peak after the warm-up (the series
-hold what is needed to read it either way).
+`scenario_for` writes the experiment of one cell as an ordinary scenario: the apiserver with the
+cell's cores, concurrency and resource-model parameters (the co-located load generator
+included), bootstrap APF with the `constant` policy at the cell's seats, one resource, and an
+open-loop lister whose rate ramps up linearly and then stays at the row's QPS. Its steady state
+starts where the experiment's dashboard was read (after the warm-up) and it scrapes as often as
+the calibration traces RSS. The calibration runs exactly this scenario
+(`simapf.calibrate.experiment.run_cell`, observed lean); a user can run it with every series
+the runner records, or change one thing (another policy, GOMEMLIMIT) and see what the
+experiment would have shown. The summary's `peak_rss_bytes` is the run's own; the dashboard's
+peak is the scrape-averaged one after the warm-up (`simapf.observe.scraped_peak` of the RSS
+series from `run.steady_state_from_s`, scraped every `ExperimentSetup.scrape_every_s`).
 """
 
 from __future__ import annotations
@@ -20,25 +18,30 @@ from __future__ import annotations
 from typing import Any
 
 from simapf.calibrate.data import Cell
-from simapf.calibrate.experiment import ExperimentSetup, run_params
+from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_seed, run_params
+from simapf.observe import Readings
+from simapf.runner import run_lean
+from simapf.scenario import load_scenario
 from simapf.server.params import ServerParams
 
 RESOURCE = "configmaps"  # a resource that does not convert, listed whole
-RAMP_STEPS = 20  # the ramp is a staircase of this many instances
 
 
-def scenario_for(cell: Cell, params: ServerParams | None = None, setup: ExperimentSetup | None = None) -> dict[str, Any]:
-    """The scenario (as a dict for `simapf.load_scenario`) that runs `cell` as the experiment ran it."""
+def scenario_for(cell: Cell, params: ServerParams | None = None, setup: ExperimentSetup | None = None,
+                 draw: int = 0) -> dict[str, Any]:  # fmt: skip
+    """The scenario (as a dict for `simapf.load_scenario`) that runs `cell` as the experiment ran it.
+    `draw`: another draw of its random streams (the requests' work variation, Poisson arrivals)."""
     params = params if params is not None else ServerParams()
     setup = setup if setup is not None else ExperimentSetup()
     row = cell.row
     server = run_params(params, setup).model_dump(mode="json")
-    instances = RAMP_STEPS if setup.ramp_s > 0 else 1
     mutating = 200  # any split of the 800 works: only the total sets the levels' limits
+    warmup = setup.warmup_for(row.qps)
     return {
         "name": f"list-experiment-{row.source}-{row.index}-{cell.seats}seats",
         "description": f"{row.label}, {cell.seats} seat(s) per LIST, reconstructed by simapf.calibrate.scenario.",
-        "run": {"duration_s": setup.warmup_for(row.qps) + setup.window_for(row.qps), "seed": setup.seed, "scrape_interval_s": 1},
+        "run": {"duration_s": warmup + setup.window_for(row.qps), "seed": cell_seed(setup, cell, draw),
+                "steady_state_from_s": warmup, "scrape_interval_s": setup.trace_every_s},  # fmt: skip
         "kubernetes": {
             "feature_gates": {
                 # Off, so resourceVersion unset reads etcd and "0" reads the watch cache.
@@ -72,9 +75,10 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
             {
                 "name": "lister",
                 "kind": "open_loop",
-                "count": 1,  # the ramp adds the others
+                "count": 1,
                 "identity": {"user": "list-tester"},  # an ordinary user: global-default
-                "rate_per_s": row.qps / instances,
+                "rate_per_s": row.qps,
+                "ramp_up_s": setup.ramp_s,
                 "arrivals": "constant" if setup.arrivals == "paced" else "poisson",
                 "max_in_flight": None if setup.client_max_in_flight is None else int(setup.client_max_in_flight),
                 "retry": {"max_retries": 0},  # a load generator counts a 429 and moves on
@@ -92,10 +96,44 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
                 },
             }
         ],
-        "events": (
-            [{"at_s": 0, "kind": "ramp", "client": "lister", "to_count": instances, "over_s": setup.ramp_s}]
-            if instances > 1
-            else []
-        ),
     }
 
+
+def run_cell(cell: Cell, params: ServerParams, setup: ExperimentSetup, draw: int = 0) -> CellResult:
+    """Simulate one cell as the experiment ran it (its scenario, observed lean) and read it as
+    the experiment did. `draw` > 0: another draw of its random streams (`scenario_for`); every
+    cell of a grid keeps draw 0 otherwise, so that parameters, not draws, make the differences a
+    fit sees."""
+    return read_cell(cell, setup, run_lean(load_scenario(scenario_for(cell, params, setup, draw))))
+
+
+def read_cell(cell: Cell, setup: ExperimentSetup, readings: Readings) -> CellResult:
+    """A cell's figures as the experiment read them: the dashboard's scrape-averaged peak RSS
+    after the warm-up, the mean CPU over the window, and of the requests due in the window (sent,
+    or held back by the load generator's cap), the share not served and the share answered 429."""
+    cores = client = 0.0
+    window_ok = window_429 = window_due = 0
+    window = readings.window
+    if window is not None:
+        a, b = window
+        span_s = b.t_s - a.t_s
+        cores = (b.cpu_seconds_total - a.cpu_seconds_total) / span_s
+        client = (b.client_cpu_seconds_total - a.client_cpu_seconds_total) / span_s
+        window_ok, window_429 = b.ok_total - a.ok_total, b.rejected_total - a.rejected_total
+        window_due = readings.due_total - a.due_total
+    if window_due:
+        rejected = min(1.0, max(0.0, 1.0 - window_ok / window_due))
+    else:
+        rejected = readings.rejected_total / readings.requests_total if readings.requests_total else 0.0
+    return CellResult(
+        row=cell.row.index,
+        seats=cell.seats,
+        mem_mb=readings.scraped_peak_rss(setup.scrape_every_s) / 1e6,
+        cpu_percent=cores * 100.0,
+        rejected_fraction=rejected,
+        rejected_429_fraction=window_429 / window_due if window_due else 0.0,
+        oom_kills=readings.oom_kills,
+        peak_pending=max((r.pending for r in readings.scrapes), default=0),
+        client_cores=client,
+        requests=readings.due_total,
+    )

@@ -34,6 +34,7 @@ import pandas as pd
 import yaml
 
 from simapf.errors import ConfigError
+from simapf.observe import scraped_peak
 
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
 TABLE = VALIDATION_DIR / "table.yaml"
@@ -124,25 +125,14 @@ def _steady_from(loaded) -> float:
     return loaded.scenario.run.steady_from_s
 
 
-def _scraped_peak(series: pd.Series, scrape_s: float, step_s: float) -> float:
-    """The highest reading a scraper `scrape_s` apart would see, averaged over where its readings
-    fall (every phase of the series' step): a dashboard's peak."""
-    if series.empty:
-        return math.nan
-    k = max(1, int(round(scrape_s / step_s)))
-    values = series.to_numpy()
-    peaks = [values[phase::k].max() for phase in range(min(k, len(values)))]
-    return float(np.mean(peaks))
-
-
 def _peak(result, loaded, args, steady: bool) -> float:
     rss = _rss(result)
     if steady:
         rss = rss[rss.index >= _steady_from(loaded)]
+    if rss.empty:
+        return math.nan
     scrape_s = args.get("scrape_s")
-    if scrape_s:
-        return _scraped_peak(rss, float(scrape_s), loaded.scenario.run.scrape_interval_s)
-    return float(rss.max()) if len(rss) else math.nan
+    return scraped_peak(rss.to_numpy(), loaded.scenario.run.scrape_interval_s, float(scrape_s) if scrape_s else None)
 
 
 def x_peak_rss_bytes(result, loaded, params, args) -> float:

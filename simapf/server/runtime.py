@@ -182,6 +182,11 @@ class SimulatedAPIServer:
 
     # ----------------------------------------------------------------- requests
 
+    @property
+    def pending(self) -> int:
+        """Requests queued or executing now."""
+        return len(self._pending)
+
     def submit(
         self,
         attrs: RequestAttributes,

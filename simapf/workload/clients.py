@@ -6,6 +6,7 @@ A scenario client is a group of `count` instances, each an actor of its own
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Callable
 
@@ -19,7 +20,15 @@ from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, token_bucket
 from simapf.workload.informer import InformerInstance
-from simapf.workload.instance import Context, Instance, PoissonGaps, PreparedTemplate, stream, with_options
+from simapf.workload.instance import (
+    GAPS_AT_ONCE,
+    Context,
+    Instance,
+    PoissonGaps,
+    PreparedTemplate,
+    stream,
+    with_options,
+)
 
 
 def template_options(t: RequestTemplate) -> ListOptions:
@@ -112,11 +121,18 @@ class OpenLoopInstance(_TemplateSender):
     def start(self) -> None:
         spec: OpenLoopClient = self.group.spec
         mean_gap_ns = NS_PER_S / spec.rate_per_s
+        rng = stream(self.ctx.seed, spec.name, self.index, "arrivals")
+        self.ramp: RampingArrivals | None = None
+        if spec.ramp_up_s > 0:
+            self.ramp = RampingArrivals(rng, spec.arrivals == "constant", spec.rate_per_s, spec.ramp_up_s,
+                                        self.ctx.timers.now())  # fmt: skip
         self.constant_gap_ns = int(mean_gap_ns) if spec.arrivals == "constant" else None
-        self.gaps = PoissonGaps(stream(self.ctx.seed, spec.name, self.index, "arrivals"), mean_gap_ns)
+        self.gaps = PoissonGaps(rng, mean_gap_ns)
         self.ctx.timers.after(self._gap(), self._arrive)
 
     def _gap(self) -> int:
+        if self.ramp is not None:
+            return self.ramp.next_at_ns() - self.ctx.timers.now()
         return self.constant_gap_ns if self.constant_gap_ns is not None else self.gaps.next_ns()
 
     def _arrive(self, _=None) -> None:
@@ -151,6 +167,47 @@ class OpenLoopInstance(_TemplateSender):
                 group.outstanding += 1
                 self.ctx.timers.after(0, inst._send_counted)
                 break
+
+
+class RampingArrivals:
+    """Arrivals whose rate rises linearly from 0 to `rate_per_s` over `ramp_s`, then stays.
+
+    The k-th arrival is where the cumulative rate Λ(t) reaches the k-th point of a unit-rate
+    process (k itself for evenly spaced arrivals, a sum of unit exponentials for Poisson ones):
+    the time change that turns a unit-rate process into one of any rate.
+    """
+
+    __slots__ = ("rng", "constant", "rate", "ramp_s", "start_ns", "points", "_drawn", "_next")
+
+    def __init__(self, rng: np.random.Generator, constant: bool, rate_per_s: float, ramp_s: float,
+                 start_ns: int) -> None:  # fmt: skip
+        self.rng = rng
+        self.constant = constant
+        self.rate = rate_per_s
+        self.ramp_s = ramp_s
+        self.start_ns = start_ns
+        self.points = 0.0  # the unit-rate process so far
+        self._drawn: list[float] = []
+        self._next = 0
+
+    def next_at_ns(self) -> int:
+        """When the next arrival is (absolute ns)."""
+        if self.constant:
+            self.points += 1.0
+        else:
+            if self._next == len(self._drawn):
+                self._drawn = self.rng.exponential(1.0, GAPS_AT_ONCE).tolist()
+                self._next = 0
+            self.points += self._drawn[self._next]
+            self._next += 1
+        return self.start_ns + int(self._time_s(self.points) * NS_PER_S)
+
+    def _time_s(self, points: float) -> float:
+        """Λ⁻¹: when the cumulative rate reaches `points`."""
+        ramp_area = self.rate * self.ramp_s / 2.0
+        if points <= ramp_area:
+            return math.sqrt(2.0 * self.ramp_s * points / self.rate)
+        return self.ramp_s + (points - ramp_area) / self.rate
 
 
 class ClosedLoopInstance(_TemplateSender):

@@ -99,13 +99,15 @@ def test_a_reading_is_the_median_of_its_seeds():
 
 
 def test_scraped_peak_reads_like_a_dashboard():
-    import pandas as pd
+    from simapf.observe import scraped_peak
 
     # One spike in 30 one-second samples: a 15 s scraper catches it at one phase in 15.
-    s = pd.Series([1.0] * 30, index=[float(i) for i in range(30)])
-    s.iloc[7] = 16.0
-    assert v._scraped_peak(s, 15, 1.0) == pytest.approx(1.0 + 15.0 / 15)
-    assert v._scraped_peak(s, 1, 1.0) == 16.0
+    trace = [1.0] * 30
+    trace[7] = 16.0
+    assert scraped_peak(trace, 1.0, 15) == pytest.approx(1.0 + 15.0 / 15)
+    assert scraped_peak(trace, 1.0, 1) == 16.0 == scraped_peak(trace, 1.0, None)
+    assert scraped_peak(trace, 0.5, 15) == pytest.approx(1.0 + 15.0 / 30)  # half-second samples: 30 phases
+    assert scraped_peak([], 1.0, 15) == 0.0
 
 
 # ------------------------------------------------------------------------------ slow

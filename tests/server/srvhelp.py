@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simapf.apf.types import ListOptions, RequestAttributes
 from simapf.environment import Environment
 from simapf.server import (
     Encoding,
@@ -15,6 +16,12 @@ from simapf.server import (
 )
 
 S = 1_000_000_000  # ns per second
+
+# An ordinary authenticated user's LIST: the bootstrap FlowSchemas send it to global-default.
+LIST_USER = RequestAttributes(
+    user="lister", groups=("system:authenticated",), verb="list", resource="configmaps",
+    namespace="bench", list_options=ListOptions(resource_version="0"),
+)  # fmt: skip
 
 
 def open_loop(

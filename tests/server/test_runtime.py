@@ -5,8 +5,13 @@ import pytest
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.apf.integrator import Integrator
 from simapf.environment import Environment
+from srvhelp import LIST_USER
 from simapf.server.etcd import range_work
-from simapf.calibrate.list_stream import LIST_USER, run_list_stream
+from simapf.calibrate.data import Cell, Row
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.scenario import run_cell, scenario_for
+from simapf.runner import run_lean
+from simapf.scenario import load_scenario
 from simapf.server.params import ServerParams
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, SimulatedAPIServer
@@ -102,11 +107,21 @@ def test_crossing_the_memory_limit_kills_fails_and_restarts():
 # factor of 3 on memory and 2 on CPU: the right order of magnitude.
 
 
+def _cell(source: str, size: float, count: int, qps: float, seats: int) -> Cell:
+    return Cell(Row(index=0, source=source, response_bytes=size, object_count=count, qps=qps, load="max",
+                    cpu_percent=0.0, mem_mb=((seats, None),)), seats)  # fmt: skip
+
+
+# Read every trace sample: the peak is the highest of them, not a dashboard's scrape average.
+SHORT = ExperimentSetup(warmup_s=10, window_s=20, warmup_requests=None, window_requests=None, ramp_s=0,
+                        scrape_every_s=ExperimentSetup().trace_every_s)  # fmt: skip
+
+
 def test_a_measured_row_is_reproduced_to_the_right_order_of_magnitude():
-    result = run_list_stream(ServingPath.ETCD, 100_000, 10, qps=1800, seats=1, duration_s=30)
+    result = run_cell(_cell("etcd", 100_000, 10, 1800, 1), ServerParams(), SHORT)
     assert result.oom_kills == 0 and result.rejected_fraction < 0.01
-    assert 412e6 / 3 <= result.peak_rss_bytes <= 412e6 * 3
-    assert 6.54 / 2 <= result.mean_cpu_cores <= 6.54 * 2
+    assert 412 / 3 <= result.mem_mb <= 412 * 3
+    assert 654 / 2 <= result.cpu_percent <= 654 * 2
 
 
 @pytest.mark.slow
@@ -120,17 +135,16 @@ def test_under_overload_more_seats_move_the_backlog_from_etcd_into_apf_queues():
     capacity = free.etcd.concurrency / range_work(free.etcd, 100_000, 10)
 
     def runs(p):
-        return {s: run_list_stream(ServingPath.ETCD, 100_000, 10, qps=1.3 * capacity, seats=s, duration_s=30, params=p)
-                for s in (1, 10, 100)}  # fmt: skip
+        return {s: run_cell(_cell("etcd", 100_000, 10, 1.3 * capacity, s), p, SHORT) for s in (1, 10, 100)}
 
     costless, held = runs(free), runs(ServerParams())
     assert held[10].peak_pending > 20 * held[1].peak_pending
     # Were waiting free, more seats would mean a smaller backlog in flight and less memory...
-    assert costless[1].peak_rss_bytes > costless[10].peak_rss_bytes > costless[100].peak_rss_bytes
+    assert costless[1].mem_mb > costless[10].mem_mb > costless[100].mem_mb
     # ...but the queue's requests hold theirs: at least their live bytes come on top.
-    extra = ServerParams().request_memory.request_held_bytes * held[10].peak_pending
-    assert held[10].peak_rss_bytes - costless[10].peak_rss_bytes >= 0.5 * extra
-    assert held[1].peak_rss_bytes - costless[1].peak_rss_bytes <= 0.5 * extra
+    extra = ServerParams().request_memory.request_held_bytes * held[10].peak_pending / 1e6
+    assert held[10].mem_mb - costless[10].mem_mb >= 0.5 * extra
+    assert held[1].mem_mb - costless[1].mem_mb <= 0.5 * extra
 
 
 def test_ended_requests_are_freed_without_the_cycle_collector():
@@ -145,12 +159,13 @@ def test_ended_requests_are_freed_without_the_cycle_collector():
     gc.collect()
     gc.disable()  # so that every request made is still there to look at
     try:
-        result = run_list_stream(ServingPath.CACHE, 1e6, 100, qps=2000, seats=100, duration_s=4, warmup_s=1)
+        setup = ExperimentSetup(warmup_s=1, window_s=3, warmup_requests=None, window_requests=None, ramp_s=0)
+        result = run_lean(load_scenario(scenario_for(_cell("cache", 1e6, 100, 2000, 100), ServerParams(), setup)))
         requests = [o for o in gc.get_objects() if isinstance(o, ServerRequest)]
     finally:
         gc.enable()
-    assert result.rejected > 0.5 * result.requests
+    assert result.rejected_total > 0.5 * result.due_total
     # Not one rejected request outlived its rejection; the served ones APF still holds (its
     # FIFO of deadlines keeps them until their wait limit) no longer hold APF's record.
-    assert REJECTED not in {r.outcome for r in requests} and len(requests) <= result.requests - result.rejected
+    assert REJECTED not in {r.outcome for r in requests} and len(requests) <= result.due_total - result.rejected_total
     assert [r for r in requests if r.outcome and r.apf is not None] == []

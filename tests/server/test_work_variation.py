@@ -10,11 +10,10 @@ import pytest
 
 from simapf.environment import Environment
 from simapf.server import ResourceModel, ServerParams, ServingPath
-from simapf.calibrate.list_stream import LIST_USER
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.variation import BLOCK, KEPT_BLOCKS, STAGES, WorkVariation
 
-from srvhelp import cost
+from srvhelp import LIST_USER, cost
 
 
 @pytest.mark.parametrize("cv", [0.2, 0.5, 1.0])

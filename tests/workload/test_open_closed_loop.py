@@ -29,6 +29,25 @@ def test_constant_arrivals_are_evenly_spaced_at_the_rate():
     assert df["user"].nunique() == 3
 
 
+def test_a_ramp_raises_the_rate_linearly_then_holds_it():
+    # k6's ramping-arrival-rate: over the ramp the rate rises from 0, so half the full rate's
+    # arrivals come in it, ever closer together; then exactly one every 1/rate.
+    rate, ramp, duration = 100.0, 10.0, 20.0
+    _, result = simulate(scenario(open_loop(rate_per_s=rate, arrivals="constant", ramp_up_s=ramp), duration_s=duration))
+    times = np.sort(_first_attempts(result, "open")["received_s"].to_numpy())
+    assert np.searchsorted(times, ramp) == pytest.approx(rate * ramp / 2, abs=1)
+    gaps = np.diff(times[times <= ramp])
+    assert np.all(np.diff(gaps) < 0)  # the rate keeps rising
+    assert np.allclose(np.diff(times[times > ramp]), 1 / rate, atol=1e-8)
+    assert len(times) == pytest.approx(rate * (duration - ramp / 2), abs=1)
+    # Poisson arrivals at the ramping rate: as many, in expectation, in each part.
+    _, result = simulate(scenario(open_loop(rate_per_s=rate, ramp_up_s=ramp, count=4), duration_s=duration))
+    times = _first_attempts(result, "open")["received_s"].to_numpy()
+    in_ramp, mean = np.sum(times <= ramp), 4 * rate * ramp / 2
+    assert abs(in_ramp - mean) <= 4 * math.sqrt(mean)
+    assert np.sum(times <= ramp / 2) < in_ramp / 3  # a quarter of the ramp's arrivals in its first half
+
+
 def test_poisson_counts_are_within_four_standard_deviations():
     rate, duration, count = 20.0, 30.0, 8
     sim, result = simulate(scenario(open_loop(rate_per_s=rate, count=count), duration_s=duration))

@@ -333,6 +333,16 @@ class OpenLoopClient(ClientBase):
     kind: Literal["open_loop"] = Field(description="open_loop: this kind of client.")
     rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S, description="Requests per second per instance (at most 1,000,000).")
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
+    ramp_up_s: float = Field(
+        0.0,
+        ge=0,
+        le=1e7,
+        description=(
+            "Each instance's rate rises linearly from 0 to rate_per_s over this time from its start, as a load "
+            "generator's ramping arrival rate (k6's ramping-arrival-rate executor): arrivals are those of the "
+            "chosen kind at the ramping rate. 0 = the full rate from the start."
+        ),
+    )
     max_in_flight: int | None = Field(
         None,
         ge=1,

@@ -183,8 +183,8 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     for g in sim.groups.values():
         s = g.stats
         # Every attempt is accounted for: attempts = sum(outcomes) + retries_after_429 +
-        # in_flight_at_end, for the client and for each of its verbs (`abandoned`: answers that
-        # came to an instance which had stopped, and were never read).
+        # in_flight_at_end, for the client and for each of its verbs (`attempts_by_verb`;
+        # `abandoned`: answers that came to an instance which had stopped, never read).
         abandoned = sum(c.abandoned for c in s.by_verb.values())
         outcomes = dict(s.outcomes, **({"abandoned": abandoned} if abandoned else {}))
         row = {
@@ -206,9 +206,11 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         # Per verb, the logical requests as the client saw them (client_latency.csv), and what
         # became of their attempts.
         row["by_verb"] = by_class.get(g.spec.name, {})
-        for verb, c in sorted(s.by_verb.items()):
-            row["by_verb"].setdefault(verb, {"requests": 0}).update(
-                attempts=c.sent, retries_after_429=c.retries, abandoned=c.abandoned, in_flight_at_end=c.in_flight)
+        row["attempts_by_verb"] = {
+            verb: {"attempts": c.sent, "outcomes": c.outcomes + c.abandoned, "abandoned": c.abandoned,
+                   "retries_after_429": c.retries, "in_flight_at_end": c.in_flight}
+            for verb, c in sorted(s.by_verb.items())
+        }  # fmt: skip
         clients.append(row)
 
     completed = _summed(srv.completed for srv in sim.servers)

@@ -63,7 +63,82 @@ def test_without_a_time_the_counters_cannot_be_rates(tmp_path):
 def test_an_existing_scenario_file_is_not_replaced(imported):
     before = imported.read_text()
     res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(imported), "--uptime-s", "60"])
-    assert res.exit_code == 2 and "exists" in res.stderr and "--force" in res.stderr
+    assert res.exit_code == 2 and "exist" in res.stderr and "--force" in res.stderr
     assert imported.read_text() == before
     res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(imported), "--uptime-s", "60", "--force"])
     assert res.exit_code == 0 and "uptime 60 s" in imported.read_text()
+
+
+def test_scraped_at_and_uptime_may_both_be_given_when_they_agree(tmp_path):
+    out = tmp_path / "s.yaml"
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(out), "--scraped-at", str(SCRAPED_AT),
+                                    "--uptime-s", "86400.4"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "uptime 86,400 s (--scraped-at less process_start_time_seconds, as --uptime-s says)" in out.read_text()
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(tmp_path / "t.yaml"), "--scraped-at",
+                                    str(SCRAPED_AT), "--uptime-s", "86000"])  # fmt: skip
+    assert res.exit_code == 2 and "--scraped-at and --uptime-s disagree" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.apf.yaml", "s.yaml"]
+
+
+def _failing_on(monkeypatch, target: Path, error: BaseException) -> None:
+    """os.replace fails when it would put a file at `target`."""
+    import os
+
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst) == target and ".simapf-staging." in str(src):
+            raise error
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_if_the_second_file_cannot_be_written_the_first_is_not_left(tmp_path, monkeypatch, error):
+    out = tmp_path / "s.yaml"
+    _failing_on(monkeypatch, out, error)  # the scenario goes after its APF copy
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(out), "--uptime-s", "60"])
+    assert res.exit_code != 0
+    if isinstance(error, OSError):
+        assert res.exit_code == 2 and "cannot write: No space left on device" in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no APF copy, no staging folder
+
+
+def test_with_force_the_old_files_stay_until_both_new_ones_are_in_place(tmp_path, monkeypatch):
+    out, copy = tmp_path / "s.yaml", tmp_path / "s.apf.yaml"
+    out.write_text("my scenario\n")
+    copy.write_text("my apf\n")
+    _failing_on(monkeypatch, out, OSError(5, "Input/output error"))
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(out), "--uptime-s", "60", "--force"])
+    assert res.exit_code == 2 and str(out) in res.stderr
+    assert out.read_text() == "my scenario\n" and copy.read_text() == "my apf\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.apf.yaml", "s.yaml"]
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, ["import", str(EXAMPLE), "-o", str(out), "--uptime-s", "60", "--force"])
+    assert res.exit_code == 0 and "uptime 60 s" in out.read_text()
+    assert copy.read_bytes() == (EXAMPLE / "apf.yaml").read_bytes()
+
+
+def test_write_files_together_puts_back_every_file_it_replaced(tmp_path, monkeypatch):
+    from simapf.files import write_files_together
+
+    paths = [tmp_path / n for n in ("a", "b", "c")]
+    paths[0].write_text("old a")
+    _failing_on(monkeypatch, paths[2], OSError(5, "Input/output error"))
+    with pytest.raises(OSError):
+        write_files_together({p: b"new" for p in paths})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and paths[0].read_text() == "old a"
+
+
+def test_metrics_may_hold_nan_quantiles_but_no_negative_counts(tmp_path):
+    from simapf.errors import ConfigError
+    from simapf.importer import read_metrics
+
+    text = ('# TYPE go_gc_duration_seconds summary\ngo_gc_duration_seconds{quantile="0.5"} NaN\n'
+            "go_gc_duration_seconds_sum 0\ngo_gc_duration_seconds_count 0\n"
+            '# TYPE apiserver_request_total counter\napiserver_request_total{verb="GET"} 5\n')  # fmt: skip
+    assert read_metrics(tmp_path / "m.txt", text)["apiserver_request_total"] == [({"verb": "GET"}, 5.0)]
+    with pytest.raises(ConfigError, match=r"m.txt: line 4: go_gc_duration_seconds_count is -1"):
+        read_metrics(tmp_path / "m.txt", text.replace("_count 0", "_count -1"))

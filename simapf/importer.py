@@ -12,7 +12,11 @@ What each number becomes:
 - clients, one per request class the apiserver served, at its average rate since the process
   started (`apiserver_request_total` / uptime, uptime from `process_start_time_seconds` and
   when the metrics were scraped): GETs and LISTs as open-loop clients, writes as one writer per
-  resource with their verb mix, watches (`apiserver_longrunning_requests`) as informers;
+  resource with their verb mix, watches (`apiserver_longrunning_requests`) as informers. A
+  namespaced resource's requests on one object (scope `resource`) or on a namespace's
+  collection (scope `namespace`) go to its namespaces, as in the cluster, so the cluster's
+  FlowSchemas classify them as they would there (a rule without clusterScope matches only
+  requests in a namespace);
 - APF: the cluster's FlowSchemas and priority levels, as they are.
 
 The metrics do not say who sent what, so every imported client is a service account of its own
@@ -494,8 +498,10 @@ def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], 
         if verb in READ_VERBS:
             v = READ_VERBS[verb]
             request: dict = {"verb": v, "resource": key}
-            if scope == "namespace" and resources[(group, plural)].namespaced:
-                request["namespace"] = "ns-0"
+            # Upstream's scope: "resource" for one named object, "namespace" for a namespace's
+            # collection; either is in a namespace when the resource is namespaced.
+            if scope in ("resource", "namespace") and resources[(group, plural)].namespaced:
+                request["namespace"] = "random"
             clients.append({"name": f"{v}-{key}-{scope}", "kind": "open_loop",
                             "identity": {"service_account": f"imported/{v}-{plural}"},
                             "rate_per_s": _fmt_rate(rate), "request": request})  # fmt: skip

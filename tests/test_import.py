@@ -142,3 +142,19 @@ def test_metrics_may_hold_nan_quantiles_but_no_negative_counts(tmp_path):
     assert read_metrics(tmp_path / "m.txt", text)["apiserver_request_total"] == [({"verb": "GET"}, 5.0)]
     with pytest.raises(ConfigError, match=r"m.txt: line 4: go_gc_duration_seconds_count is -1"):
         read_metrics(tmp_path / "m.txt", text.replace("_count 0", "_count -1"))
+
+
+def test_the_clusters_flowschemas_classify_imported_requests_as_in_the_cluster(imported):
+    """A kube-system controller's lease GETs (scope resource: one named lease, in a namespace)
+    belong to the cluster's system-leader-election FlowSchema, whose rule has no clusterScope:
+    they match it only when they are sent in a namespace, as they are in the cluster."""
+    import yaml
+
+    data = yaml.safe_load(imported.read_text())
+    gets = next(c for c in data["clients"] if c["name"] == "get-leases.coordination.k8s.io-resource")
+    assert gets["request"]["namespace"] == "random"
+    gets["identity"] = {"service_account": "kube-system/kube-controller-manager"}
+    data["clients"] = [gets]
+    result = simapf.run(simapf.load_scenario(data, {"run.duration_s": 5}, base_dir=imported.parent))
+    levels = {row["priority_level"]: row["requests"] for row in result.summary["priority_levels"] if row["requests"]}
+    assert list(levels) == ["leader-election"] and levels["leader-election"] > 50

@@ -16,7 +16,8 @@ What each number becomes:
   namespaced resource's requests on one object (scope `resource`) or on a namespace's
   collection (scope `namespace`) go to its namespaces, as in the cluster, so the cluster's
   FlowSchemas classify them as they would there (a rule without clusterScope matches only
-  requests in a namespace);
+  requests in a namespace). 429 responses are left out: they are APF's rejections, which the
+  clients retry, so the request is counted again when it is served;
 - APF: the cluster's FlowSchemas and priority levels, as they are.
 
 The metrics do not say who sent what, so every imported client is a service account of its own
@@ -466,24 +467,31 @@ def _resources(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]],
     return resources
 
 
-def _served(samples: Samples, metrics: Path) -> dict[tuple[str, str, str, str], float]:
-    """Requests since the process started by (group, resource, verb, scope)."""
+RequestClass = tuple[str, str, str, str]  # group, resource, verb, scope
+
+
+def _served(samples: Samples, metrics: Path) -> tuple[dict[RequestClass, float], dict[RequestClass, float]]:
+    """Requests since the process started by class, and the 429s among them, left out: APF's
+    rejections, which clients retry, so the retry is counted already (and the simulated
+    clients retry theirs)."""
     if "apiserver_request_total" not in samples:
         raise ConfigError(f"{metrics}: no apiserver_request_total; is it kube-apiserver's /metrics?")
-    served: dict[tuple[str, str, str, str], float] = {}
+    served: dict[RequestClass, float] = {}
+    retried: dict[RequestClass, float] = {}
     for labels, value in samples["apiserver_request_total"]:
         if labels.get("subresource"):
             continue  # status and other subresources: left out
         key = (labels.get("group", ""), labels.get("resource", ""), labels.get("verb", ""), labels.get("scope", ""))
-        served[key] = served.get(key, 0.0) + value
-    return served
+        counts = retried if labels.get("code") == "429" else served
+        counts[key] = counts.get(key, 0.0) + value
+    return served, retried
 
 
 def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], uptime_s: float, name: str,
               duration_s: float, apf_copy: str, metrics: Path) -> tuple[dict, list[str]]:  # fmt: skip
     """The scenario, and a note per client on where its numbers came from."""
     resources = _resources(samples, kinds, metrics)
-    served = _served(samples, metrics)
+    served, retried = _served(samples, metrics)
     namespaces = max(1, resources.get(("", "namespaces"), _Resource("namespaces", count=1)).count)
     clients: list[dict] = []
     notes: list[str] = [f"{r.name}{'.' + r.group if r.group else ''}: " + "; ".join(r.sources)
@@ -505,7 +513,10 @@ def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], 
             clients.append({"name": f"{v}-{key}-{scope}", "kind": "open_loop",
                             "identity": {"service_account": f"imported/{v}-{plural}"},
                             "rate_per_s": _fmt_rate(rate), "request": request})  # fmt: skip
-            notes.append(f"{v}-{key}-{scope}: {total:,.0f} {verb}s at scope {scope} in {uptime_s:,.0f} s (apiserver_request_total)")
+            left_out = retried.get((group, plural, verb, scope), 0.0)
+            notes.append(f"{v}-{key}-{scope}: {total:,.0f} {verb}s at scope {scope} in {uptime_s:,.0f} s"
+                         + (f", and {left_out:,.0f} answered 429 and retried" if left_out else "")
+                         + " (apiserver_request_total)")  # fmt: skip
         elif verb in WRITE_VERBS:
             mix = writes.setdefault((group, plural), {})
             mix[WRITE_VERBS[verb]] = mix.get(WRITE_VERBS[verb], 0.0) + rate

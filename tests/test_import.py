@@ -158,3 +158,24 @@ def test_the_clusters_flowschemas_classify_imported_requests_as_in_the_cluster(i
     result = simapf.run(simapf.load_scenario(data, {"run.duration_s": 5}, base_dir=imported.parent))
     levels = {row["priority_level"]: row["requests"] for row in result.summary["priority_levels"] if row["requests"]}
     assert list(levels) == ["leader-election"] and levels["leader-election"] > 50
+
+
+def test_rejected_requests_are_not_counted_twice(tmp_path):
+    """A 429 is APF's rejection, which the client retries: the retry is in the count already."""
+    import shutil
+
+    import yaml
+
+    arts = tmp_path / "arts"
+    shutil.copytree(EXAMPLE, arts)
+    rejected = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="pods",'
+                'scope="resource",subresource="",verb="GET",version="v1"} 2592000\n')  # fmt: skip
+    text = (arts / "metrics.txt").read_text()
+    at = text.index("# HELP apiserver_response_sizes")
+    (arts / "metrics.txt").write_text(text[:at] + rejected + text[at:])
+    out = tmp_path / "s.yaml"
+    res = CliRunner().invoke(main, ["import", str(arts), "-o", str(out), "--uptime-s", "86400"])
+    assert res.exit_code == 0, res.output
+    clients = {c["name"]: c for c in yaml.safe_load(out.read_text())["clients"]}
+    assert clients["get-pods-resource"]["rate_per_s"] == pytest.approx(30)
+    assert "2,592,000 GETs at scope resource in 86,400 s, and 2,592,000 answered 429 and retried" in out.read_text()

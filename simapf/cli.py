@@ -484,12 +484,13 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
 
 
 @main.command("import")
-@click.argument("artefacts", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
-              help="The scenario file to write (the APF objects are copied beside it).")
+@click.argument("artefacts", type=click.Path())
+@click.option("-o", "--output", "out", required=True, type=click.Path(),
+              help="The scenario file to write (the APF objects are copied beside it, as NAME.apf.yaml).")
 @click.option("--scraped-at", "scraped_at", type=float,
               help="When /metrics was scraped (Unix seconds): the counters' window runs from the apiserver's start.")
-@click.option("--uptime-s", type=float, help="Or the apiserver's uptime when scraped, in seconds.")
+@click.option("--uptime-s", type=float,
+              help="Or the apiserver's uptime when scraped, in seconds (with --scraped-at, they must agree).")
 @click.option("--name", default="imported", show_default=True, help="The scenario's name.")
 @click.option("--duration-s", default=300.0, show_default=True, type=click.FloatRange(min=1.0),
               help="How long the imported scenario runs.")
@@ -498,22 +499,14 @@ def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s:
                    duration_s: float, force: bool) -> None:  # fmt: skip
     """Build a scenario from a real cluster's artefacts in ARTEFACTS: apf.yaml (kubectl get
     flowschemas,prioritylevelconfigurations -o yaml), metrics.txt (kubectl get --raw /metrics)
-    and api-resources.txt (kubectl api-resources). Rates are averages since the apiserver started."""
-    from pathlib import Path
-
+    and api-resources.txt (kubectl api-resources). Rates are averages since the apiserver started.
+    Every artefact is checked before anything is written; then the scenario and its APF copy
+    are written together, or neither."""
     from simapf.importer import import_cluster
 
-    here = Path(artefacts)
     try:
-        if not here.is_dir():
-            raise SimapfError(f"{here}: no such directory")
-        files = {n: here / n for n in ("apf.yaml", "metrics.txt", "api-resources.txt")}
-        missing = [n for n, p in files.items() if not p.is_file()]
-        if missing:
-            raise SimapfError(f"{here}: no {missing[0]} here (see `simapf import --help` for how to collect it)")
-        path = import_cluster(files["apf.yaml"], files["metrics.txt"], files["api-resources.txt"], Path(out),
-                              scraped_at_unix_s=scraped_at, uptime_s=uptime_s, name=name, duration_s=duration_s,
-                              force=force)  # fmt: skip
+        path = import_cluster(artefacts, out, scraped_at_unix_s=scraped_at, uptime_s=uptime_s, name=name,
+                              duration_s=duration_s, force=force)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     click.echo(f"wrote {path} (run it: simapf run {path})")

@@ -182,3 +182,49 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_files_together(contents: dict[Path, bytes]) -> None:
+    """Write several files as one unit: all of them, or none (each target as it was before).
+
+    Every file is first written whole under a temporary name in a staging directory beside its
+    target; only then are they renamed over their targets, in the given order. An existing
+    target stays in place until its replacement is complete, with a hard link to it kept aside;
+    if a rename fails (or the process is interrupted, which the CLI turns into an exception),
+    the targets already replaced get their earlier files back and new ones are removed.
+    """
+    staging: dict[Path, Path] = {}  # a target's directory -> its staging directory
+    staged: list[tuple[Path, Path, Path | None]] = []  # (new file, target, link to the old one)
+    replaced: list[tuple[Path, Path | None]] = []
+    try:
+        for n, (target, data) in enumerate(contents.items()):
+            parent = target.absolute().parent
+            if parent not in staging:
+                staging[parent] = Path(tempfile.mkdtemp(prefix=".simapf-staging.", dir=parent))
+            new = staging[parent] / f"{n}.new"
+            new.write_bytes(data)
+            os.chmod(new, 0o666 & ~_umask())
+            old = None
+            if target.exists() or target.is_symlink():
+                old = staging[parent] / f"{n}.old"
+                try:
+                    os.link(target, old, follow_symlinks=False)
+                except OSError:  # a filesystem without hard links: a copy does as well
+                    shutil.copy2(target, old, follow_symlinks=False)
+            staged.append((new, target, old))
+        for new, target, old in staged:
+            os.replace(new, target)
+            replaced.append((target, old))
+    except BaseException:
+        for target, old in reversed(replaced):
+            try:  # put back all that can be, whatever failed first
+                if old is not None:
+                    os.replace(old, target)
+                else:
+                    target.unlink()
+            except OSError:
+                pass
+        raise
+    finally:
+        for folder in staging.values():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -145,9 +145,10 @@ def apf_report(server_concurrency: int, config_path: str | None, fmt: str) -> No
 @click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False),
               help="TRACE.csv with columns id, arrival_s, flow, initial_seats, final_seats, "
                    "additional_latency_s, service_s (header required, any order).")
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", "out_path", required=True, type=click.Path(),
               help="OUT.csv to write: one row per trace row, in trace order.")
-def replay(level_path: str, trace_path: str, out_path: str) -> None:
+@click.option("--force", is_flag=True, help="Replace OUT.csv if it exists (never the level or trace file).")
+def replay(level_path: str, trace_path: str, out_path: str, force: bool) -> None:
     """Replay a request trace through one priority level with a fixed concurrency limit.
 
     `flow` is `flowSchemaName/distinguisher` (split at the first `/`); its hash, and so its
@@ -157,7 +158,7 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
     from simapf.apf.replay import run_replay
 
     try:
-        counts = run_replay(level_path, trace_path, out_path)
+        counts = run_replay(level_path, trace_path, out_path, force)
     except SimapfError as err:
         _fail(err)
     click.echo(
@@ -169,7 +170,7 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
 
 @main.command("run")
 @click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=click.Path(),
               help="Directory to write series (Parquet, CSV), summary.json and the overview figure to.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario field by dotted key, e.g. --set run.duration_s=120 "
@@ -229,7 +230,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
               help="Confidence level of the intervals on the differences.")
 @click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (default: all cores).")
 @dask_option
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=click.Path(),
               help="Directory to write runs (Parquet, CSV), table.csv, differences.csv, comparison.txt and "
                    "the figure comparison.png/.svg to.")
 @force_option
@@ -279,7 +280,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
 
 @main.command("figures")
 @click.argument("spec_or_dir", type=click.Path())
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Directory to write the figures to.")
+@click.option("--out", "out_dir", type=click.Path(), help="Directory to write the figures to.")
 @click.option("--only", multiple=True, metavar="NAME", help="Make only this figure of the spec (repeatable).")
 @click.option("--check", "check_dir", is_flag=True,
               help="SPEC_OR_DIR is a figures directory: say whether each figure is still current (exit 1 if not).")
@@ -308,7 +309,7 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
 
 
 @main.command("export")
-@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.argument("run_dir", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["openmetrics", "perfdata"]), required=True,
               help="openmetrics: one text file for promtool tsdb create-blocks-from openmetrics; "
                    "perfdata: clusterloader2's PerfData JSON files in a directory.")
@@ -316,12 +317,21 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
               help="The file (openmetrics) or directory (perfdata) to write.")
 @click.option("--start", "start_unix_s", type=float, default=0.0, show_default=True,
               help="Wall-clock time of the run's start, in Unix seconds, for absolute timestamps.")
-def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> None:
-    """Export a `simapf run --out` directory for Prometheus (OpenMetrics) or perf-dash (CL2 PerfData)."""
+@click.option("--force", is_flag=True,
+              help="Replace the file -o names if it exists (openmetrics), or write into a directory that holds "
+                   "files that are not simapf's (perfdata). Never the run's own files.")
+def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force: bool) -> None:
+    """Export a `simapf run --out` directory for Prometheus (OpenMetrics) or perf-dash (CL2 PerfData).
+
+    The run directory is checked first: its files against the sizes and hashes simapf recorded
+    when it wrote them, and the columns export reads."""
     from simapf.export import export
 
     try:
-        files = export(run_dir, fmt, out, start_unix_s)
+        try:
+            files = export(run_dir, fmt, out, start_unix_s, force)
+        except OSError as err:  # permissions, a full disk: the user's to fix, not a bug
+            raise SimapfError(f"-o {out}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
     click.echo(f"wrote {', '.join(str(f) for f in files)}")
@@ -329,7 +339,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> Non
 
 @main.command("sweep")
 @click.argument("sweep_path", type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (one Parquet file per run); rerunning with the same one resumes. "
                    "Default: the sweep file's `out`, else ./sweep-NAME.")
 @click.option("--workers", type=click.IntRange(min=1),
@@ -361,7 +371,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 
 @main.command("optimize")
 @click.argument("spec_path", type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (every run, the study, the report); rerunning with the same one resumes. "
                    "Default: the file's `out`, else ./optimize-NAME.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials in all (overrides the file's `trials`).")
@@ -426,8 +436,9 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 @main.command()
 @click.option("--data", "data_path", type=click.Path(dir_okay=False),
               help="Measured CSV (default: calibration/list-memory-experiments.csv).")
-@click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
-              help="Calibration record to write (its Jacobian goes beside it as <name>.jacobian.json).")
+@click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(),
+              help="Calibration record to write (its Jacobian goes beside it as <name>.jacobian.json). An earlier "
+                   "record there is replaced; any other file only with --force.")
 @click.option("--start", "start_path", type=click.Path(dir_okay=False),
               help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
@@ -456,8 +467,10 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")
 @click.option("--quiet", is_flag=True, help="No progress (a bar on a terminal, log lines otherwise).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing --out (or its Jacobian) that is not a calibration record (never --data).")
 def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs, dask_address, backend, free_keys,
-              loss, report, params_path, logo, quiet) -> None:  # fmt: skip
+              loss, report, params_path, logo, quiet, force) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
 
     Every row of the data is simulated at 1, 10 and 100 seats as the experiment ran it, and
@@ -465,18 +478,22 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
     the fit's error figures.
     """
     from simapf.calibrate.command import calibrate as run_calibrate
+    from simapf.calibrate.command import check_out
     from simapf.calibrate.report import generate
     from simapf.sweeps.backends import choose
 
     progress = not quiet
     try:
+        if not report:
+            check_out(out_path, data_path, force)
         where = choose(backend, jobs, dask_address)
         if report:
             summary = generate(params_path, data_path, logo_mode=logo, progress=progress, backend=where)
         else:
             keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
             summary = run_calibrate(data_path, out_path, start_path, max_iterations, free_keys=keys,
-                                    progress=progress, loss=loss, backend=where, noise_floor=noise_floor)  # fmt: skip
+                                    progress=progress, loss=loss, backend=where, noise_floor=noise_floor,
+                                    force=force)  # fmt: skip
     except SimapfError as err:
         _fail(err)
     for key, value in summary.items():

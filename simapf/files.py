@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
-
-import yaml
+from typing import Any, Callable, Iterable, Iterator
 
 from simapf.errors import ConfigError, SimapfError
 
@@ -58,6 +57,8 @@ def check_yaml_size(data: Any, where: str) -> None:
 def read_yaml(path: Path) -> Any:
     """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem, and
     so is one too large or too deep (`check_yaml_size`)."""
+    import yaml  # here, not at the top: `simapf replay` writes its output with this module and reads no YAML
+
     text = read_text(path)
     try:
         data = yaml.safe_load(text)
@@ -92,8 +93,152 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-# simapf's own output directories carry this file: what kind of output they hold and which files
-# are simapf's, so that writing the same kind of output there again replaces only those files.
+# ------------------------------------------------------------------ staging directories
+
+# Every output is written in a staging directory beside (or inside) its destination first, then
+# renamed into place. The staging directory holds an owner file, locked for as long as the
+# process writing it lives: a later command writing the same kind of output there removes the
+# staging a killed process left (its lock is free), and never one still being written (locked),
+# one of another kind, or a directory without an owner file (not made by simapf).
+STAGING_PREFIX = ".simapf-staging."
+_OWNER = ".simapf-owner"
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: staging carries no lock, and no leftover is ever removed
+    fcntl = None  # type: ignore[assignment]
+
+
+def _own(staging: Path, kind: str) -> int | None:
+    """Put a locked owner file into `staging`; returns its descriptor, to keep open while writing."""
+    if fcntl is None:
+        return None
+    fd, tmp = tempfile.mkstemp(prefix=f"{_OWNER}.", dir=staging)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, (json.dumps({"kind": kind, "pid": os.getpid()}) + "\n").encode())
+        os.replace(tmp, staging / _OWNER)  # under the name others look for only once it is locked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _lock_if_stale(entry: Path, kind: str) -> int | None:
+    """If `entry` is a staging directory of `kind` whose process is gone: its owner file's
+    descriptor, now locked by this process. Otherwise None."""
+    if fcntl is None or entry.is_symlink() or not entry.is_dir():
+        return None
+    try:
+        fd = os.open(entry / _OWNER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None  # no owner file: not simapf's staging, or its process is still setting it up
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its process lives
+        owner = json.loads(os.read(fd, 4096))
+        if isinstance(owner, dict) and owner.get("kind") == kind:
+            return fd
+    except (OSError, ValueError):
+        pass
+    os.close(fd)
+    return None
+
+
+def _staging_entries(folder: Path) -> list[Path]:
+    try:
+        return [folder / name for name in sorted(os.listdir(folder)) if name.startswith(STAGING_PREFIX)]
+    except OSError:
+        return []
+
+
+def stale_staging(folder: Path, kind: str) -> list[Path]:
+    """The staging directories of `kind` output in `folder` whose process was killed."""
+    found = []
+    for entry in _staging_entries(folder):
+        fd = _lock_if_stale(entry, kind)
+        if fd is not None:
+            os.close(fd)
+            found.append(entry)
+    return found
+
+
+def remove_stale_staging(folder: Path, kind: str) -> None:
+    """Remove the staging directories of `kind` output that killed processes left in `folder`."""
+    for entry in _staging_entries(folder):
+        fd = _lock_if_stale(entry, kind)
+        if fd is not None:
+            try:
+                shutil.rmtree(entry, ignore_errors=True)
+            finally:
+                os.close(fd)
+
+
+@contextmanager
+def _staging(parent: Path, kind: str) -> Iterator[Path]:
+    """A new staging directory in `parent`, owned by this process until the block ends; removed
+    if the block fails. The block moves its files out (`_disown` first, to move it whole)."""
+    remove_stale_staging(parent, kind)
+    tmp = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    owner = None
+    try:
+        owner = _own(tmp, kind)
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if owner is not None:
+            os.close(owner)
+
+
+def _disown(staging: Path) -> None:
+    # The lock stays held (its descriptor is open) until the staging directory has been moved.
+    (staging / _OWNER).unlink(missing_ok=True)
+
+
+def _make_folder(folder: Path) -> Path | None:
+    """Make `folder` with its missing parents; returns the topmost one made, None if it existed."""
+    top, path = None, folder.absolute()
+    while not os.path.lexists(path):
+        top, path = path, path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return top
+
+
+def _unmake_folder(folder: Path, top: Path | None) -> None:
+    """Remove the folders `_make_folder` made, from `folder` up to `top`, while they are empty."""
+    path = folder.absolute()
+    while top is not None:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        if path == top:
+            return
+        path = path.parent
+
+
+def check_writable_folder(path: Path, where: str) -> None:
+    """Refuse a folder to write in (made if missing) that cannot be made or written: one under a
+    regular file or a broken symbolic link, or in a folder simapf may not write in."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        if os.path.lexists(folder):
+            raise SimapfError(f"{where}: {folder} is a broken symbolic link")
+        folder = folder.parent
+    if not folder.is_dir():
+        raise SimapfError(f"{where}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        read_only = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & getattr(os, "ST_RDONLY", 1)
+        why = "read-only file system" if read_only else "permission denied"
+        raise SimapfError(f"{where}: cannot write: {why} on {folder}")
+
+
+# ------------------------------------------------------------------ output directories
+
+# simapf's own output directories carry this file: what kind of output they hold, which files
+# are simapf's, and each one's size and sha256 as written, so that writing the same kind of
+# output there again replaces only those files, and a reader can tell a file changed since.
 OUTPUT_MARKER = ".simapf-output.json"
 
 
@@ -107,40 +252,80 @@ def _marker(out: Path) -> dict | None:
     return data
 
 
-def check_output_directory(out: Path, kind: str, force: bool = False) -> None:
+def read_output_marker(out: Path) -> dict | None:
+    """`out`'s marker; None if it has none, and a `ConfigError` naming it if it is damaged."""
+    path = out / OUTPUT_MARKER
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: damaged, not the JSON simapf wrote ({_first_line(exc)})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(data.get("files"), list):
+        raise ConfigError(f"{path}: damaged, not the list of simapf's files simapf wrote")
+    return data
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return " ".join(text.splitlines()[0].split()) if text.strip() else type(exc).__name__
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def changed_since_written(out: Path, name: str, marker: dict) -> str | None:
+    """How `out/name` differs from the file simapf wrote, by the size and sha256 its marker
+    recorded: None if it is the same, or if the marker recorded none (written by an older simapf)."""
+    recorded = (marker.get("contents") or {}).get(name) if isinstance(marker.get("contents"), dict) else None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("bytes"), int):
+        return None
+    now = _fingerprint(out / name)
+    if now["bytes"] != recorded["bytes"]:
+        cut = " (truncated?)" if now["bytes"] < recorded["bytes"] else ""
+        return f"{now['bytes']:,} bytes, not the {recorded['bytes']:,} simapf wrote{cut}"
+    if now["sha256"] != recorded.get("sha256"):
+        return "its content changed since simapf wrote it (sha256 differs)"
+    return None
+
+
+def check_output_directory(out: Path, kind: str, force: bool = False, option: str = "--out") -> None:
     """Refuse, before any work is done, an `--out` that would overwrite what is not simapf's.
 
-    Allowed: a path that does not exist yet, an empty directory, a directory holding simapf's
-    own earlier output of the same `kind`, or any directory with `force` (then simapf's files
-    are added beside what is there, replacing only files of the same names).
+    Allowed: a path that does not exist yet (its folders are made), an empty directory, a
+    directory holding simapf's own earlier output of the same `kind`, or any directory with
+    `force` (then simapf's files are added beside what is there, replacing only files of the
+    same names). Staging that a killed command writing `kind` left does not count.
     """
-    if out.exists() and not out.is_dir():
-        raise SimapfError(f"--out {out}: exists and is not a directory")
+    where = f"{option} {out}"
+    if out.is_symlink() and not out.exists():
+        raise SimapfError(f"{where}: is a broken symbolic link")
+    if os.path.lexists(out) and not out.is_dir():
+        raise SimapfError(f"{where}: exists and is not a directory")
     if out.is_dir():
         if not os.access(out, os.W_OK | os.X_OK):
-            raise SimapfError(f"--out {out}: cannot write: permission denied")
+            raise SimapfError(f"{where}: cannot write: permission denied")
         marker = _marker(out)
-        if force or not any(out.iterdir()) or (marker is not None and marker.get("kind") == kind):
+        leftovers = set(stale_staging(out, kind))
+        holds = [p for p in out.iterdir() if p not in leftovers]
+        if force or not holds or (marker is not None and marker.get("kind") == kind):
             return
         what = f"simapf {marker.get('kind')} output" if marker is not None else "files that are not simapf's"
         raise SimapfError(
-            f"--out {out}: directory is not empty (it holds {what}); choose a new directory, "
+            f"{where}: directory is not empty (it holds {what}); choose a new directory, "
             "or pass --force to add simapf's files beside what is there"
         )
-    parent = _existing_ancestor(out)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SimapfError(f"--out {out}: cannot write: permission denied on {parent}")
-
-
-def _existing_ancestor(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
+    check_writable_folder(out.parent, where)
 
 
 @contextmanager
-def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bool = False) -> Iterator[Path]:
+def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bool = False,
+                     option: str = "--out") -> Iterator[Path]:  # fmt: skip
     """Yield an empty staging directory; when the block ends, its files are `out`'s.
 
     Nothing of the user's is deleted: `out` must pass `check_output_directory`. A new `out`
@@ -148,83 +333,175 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
     files by rename, after which simapf's files of its earlier output that this one does not
     write are removed, unless `keep_earlier` (an update of part of the output: they stay
     simapf's). If the block fails (an exception, or a signal the CLI turns into one), the
-    staging directory is removed and `out` is as it was.
+    staging directory is removed, and so are the folders made for `out`: `out` is as it was.
+    If the process is killed, the next output of this `kind` there removes its staging.
     """
-    check_output_directory(out, kind, force)
+    check_output_directory(out, kind, force, option)
     existed = out.is_dir()
+    # inside an existing `out`: `--out .` needs no right to write beside it
+    staging_parent = out if existed else out.absolute().parent
     if existed:
-        staging_parent = out  # inside: `--out .` needs no right to write beside it
-    else:
-        staging_parent = out.absolute().parent
-        staging_parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".simapf-staging.", dir=staging_parent))
+        remove_stale_staging(out.absolute().parent, kind)  # left when `out` did not exist yet
+    made = None if existed else _make_folder(staging_parent)
     try:
-        yield tmp
-        files = sorted(p.name for p in tmp.iterdir())
-        earlier = _marker(out) if existed else None
-        same_kind = earlier is not None and earlier.get("kind") == kind
-        listed = files
-        if keep_earlier and same_kind:
-            kept = [n for n in earlier["files"] if isinstance(n, str) and (out / n).is_file() and n != OUTPUT_MARKER]
-            listed = sorted(set(files) | set(kept))
-        write_text_atomic(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": listed}, indent=1) + "\n")
-        if not existed:
-            os.replace(tmp, out)
-            return
-        for name in files:
-            os.replace(tmp / name, out / name)
-        os.replace(tmp / OUTPUT_MARKER, out / OUTPUT_MARKER)
-        tmp.rmdir()
-        if same_kind:
-            for name in set(earlier["files"]) - set(listed):
-                if isinstance(name, str) and "/" not in name and name not in (OUTPUT_MARKER, ""):
-                    (out / name).unlink(missing_ok=True)
+        with _staging(staging_parent, kind) as tmp:
+            yield tmp
+            _move_into(tmp, out, kind, existed, keep_earlier)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _unmake_folder(staging_parent, made)
         raise
 
 
-def write_files_together(contents: dict[Path, bytes]) -> None:
+def _move_into(tmp: Path, out: Path, kind: str, existed: bool, keep_earlier: bool) -> None:
+    """The end of `output_directory`: the marker written, then the staging's files made `out`'s."""
+    files = sorted(p.name for p in tmp.iterdir() if p.name != _OWNER)
+    earlier = _marker(out) if existed else None
+    same_kind = earlier is not None and earlier.get("kind") == kind
+    listed = files
+    contents = {name: _fingerprint(tmp / name) for name in files if (tmp / name).is_file()}
+    if keep_earlier and same_kind:
+        kept = [n for n in earlier["files"] if isinstance(n, str) and (out / n).is_file() and n != OUTPUT_MARKER]
+        listed = sorted(set(files) | set(kept))
+        recorded = earlier.get("contents") if isinstance(earlier.get("contents"), dict) else {}
+        contents.update({n: recorded[n] for n in kept if n not in contents and n in recorded})
+    marker = {"kind": kind, "files": listed, "contents": dict(sorted(contents.items()))}
+    write_text_atomic(tmp / OUTPUT_MARKER, json.dumps(marker, indent=1) + "\n")
+    _disown(tmp)
+    if not existed:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; an output is an ordinary folder
+        os.replace(tmp, out)
+        return
+    for name in files:
+        os.replace(tmp / name, out / name)
+    os.replace(tmp / OUTPUT_MARKER, out / OUTPUT_MARKER)
+    tmp.rmdir()
+    if same_kind:
+        for name in set(earlier["files"]) - set(listed):
+            if isinstance(name, str) and "/" not in name and name not in (OUTPUT_MARKER, ""):
+                (out / name).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ single output files
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # through symbolic links, `..` and hard links
+    except OSError:
+        return False
+
+
+def check_output_file(path: str | Path, option: str, force: bool = False, inputs: Iterable[str | Path] = (),
+                      ours: Callable[[Path], bool] | None = None) -> None:  # fmt: skip
+    """Refuse, before any work is done, a file to write that would lose the user's data or that
+    cannot be written, with one line naming `option`, the path and the reason.
+
+    Refused: a directory (or a name only a directory can have: `.`, `..`, `DIR/`); a path under
+    a regular file; a folder simapf may not write in; one of `inputs`, the files the command
+    reads (compared as files on disk: through symbolic links, `..` and hard links), even with
+    `force`; something that is not a regular file (a device, a pipe); and an existing file,
+    unless `force` or `ours(path)` says it is simapf's own earlier output of this kind. A
+    missing folder is made when the file is written, as for `--out` directories.
+    """
+    where = f"{option} {path}"
+    text = os.fspath(path)
+    target = Path(text)
+    if text.endswith(("/", os.sep)) or target.name in ("", ".", "..") or target.is_dir():
+        raise SimapfError(f"{where}: is a directory; give the name of the file to write")
+    check_writable_folder(target.parent, where)
+    for source in inputs:
+        if _same_file(target, Path(source)):
+            raise SimapfError(f"{where}: is {source}, which this command reads; choose another file "
+                              "(--force never replaces a command's own input)")  # fmt: skip
+    if target.exists() and not target.is_file():
+        raise SimapfError(f"{where}: exists and is not a regular file")
+    if os.path.lexists(target) and not force and not (ours is not None and target.is_file() and ours(target)):
+        raise SimapfError(f"{where}: exists; choose another name, or pass --force to replace it")
+
+
+@contextmanager
+def output_file(path: str | Path, kind: str, option: str, force: bool = False, inputs: Iterable[str | Path] = (),
+                ours: Callable[[Path], bool] | None = None) -> Iterator[Path]:  # fmt: skip
+    """Yield a temporary path to write `path`'s content to; when the block ends, it is `path`.
+
+    `path` must pass `check_output_file` (call it before the work too: this checks again before
+    the rename). The temporary file is in a staging directory beside `path` (see
+    `output_directory`), so the rename is atomic and a killed command's leftover is removed by
+    the next one writing `kind` there. If the block fails, nothing is left: no temporary file,
+    no folder made for it; an OSError (a full disk, say) is a `SimapfError` naming `path`.
+    """
+    inputs = list(inputs)
+    check_output_file(path, option, force, inputs, ours)
+    target = Path(path)
+    folder = target.absolute().parent
+    made = None
+    try:
+        made = _make_folder(folder)
+        with _staging(folder, kind) as tmp:
+            yield tmp / target.name
+            check_output_file(path, option, force, inputs, ours)  # nothing appeared there meanwhile
+            os.replace(tmp / target.name, target)
+            _disown(tmp)
+            tmp.rmdir()
+    except OSError as err:
+        _unmake_folder(folder, made)
+        raise SimapfError(f"{option} {path}: cannot write: {_first_line(err)}") from None
+    except BaseException:
+        _unmake_folder(folder, made)
+        raise
+
+
+def write_output_file(path: str | Path, text: str, kind: str, option: str, force: bool = False,
+                      inputs: Iterable[str | Path] = (), ours: Callable[[Path], bool] | None = None) -> Path:  # fmt: skip
+    """Write `text` to `path` as `output_file` does; returns `path`."""
+    with output_file(path, kind, option, force, inputs, ours) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_files_together(contents: dict[Path, bytes], kind: str) -> None:
     """Write several files as one unit: all of them, or none (each target as it was before).
 
     Every file is first written whole under a temporary name in a staging directory beside its
-    target; only then are they renamed over their targets, in the given order. An existing
-    target stays in place until its replacement is complete, with a hard link to it kept aside;
-    if a rename fails (or the process is interrupted, which the CLI turns into an exception),
-    the targets already replaced get their earlier files back and new ones are removed.
+    target (owned, as `output_directory`'s: a killed command's leftover is removed by the next
+    one writing `kind` there); only then are they renamed over their targets, in the given
+    order. An existing target stays in place until its replacement is complete, with a hard link
+    to it kept aside; if a rename fails (or the process is interrupted, which the CLI turns into
+    an exception), the targets already replaced get their earlier files back and new ones are
+    removed.
     """
-    staging: dict[Path, Path] = {}  # a target's directory -> its staging directory
     staged: list[tuple[Path, Path, Path | None]] = []  # (new file, target, link to the old one)
     replaced: list[tuple[Path, Path | None]] = []
-    try:
-        for n, (target, data) in enumerate(contents.items()):
-            parent = target.absolute().parent
-            if parent not in staging:
-                staging[parent] = Path(tempfile.mkdtemp(prefix=".simapf-staging.", dir=parent))
-            new = staging[parent] / f"{n}.new"
-            new.write_bytes(data)
-            os.chmod(new, 0o666 & ~_umask())
-            old = None
-            if target.exists() or target.is_symlink():
-                old = staging[parent] / f"{n}.old"
-                try:
-                    os.link(target, old, follow_symlinks=False)
-                except OSError:  # a filesystem without hard links: a copy does as well
-                    shutil.copy2(target, old, follow_symlinks=False)
-            staged.append((new, target, old))
-        for new, target, old in staged:
-            os.replace(new, target)
-            replaced.append((target, old))
-    except BaseException:
-        for target, old in reversed(replaced):
-            try:  # put back all that can be, whatever failed first
-                if old is not None:
-                    os.replace(old, target)
-                else:
-                    target.unlink()
-            except OSError:
-                pass
-        raise
-    finally:
-        for folder in staging.values():
+    with ExitStack() as stack:
+        staging: dict[Path, Path] = {}  # a target's directory -> its staging directory
+        try:
+            for n, (target, data) in enumerate(contents.items()):
+                parent = target.absolute().parent
+                if parent not in staging:
+                    staging[parent] = stack.enter_context(_staging(parent, kind))
+                new = staging[parent] / f"{n}.new"
+                new.write_bytes(data)
+                os.chmod(new, 0o666 & ~_umask())
+                old = None
+                if target.exists() or target.is_symlink():
+                    old = staging[parent] / f"{n}.old"
+                    try:
+                        os.link(target, old, follow_symlinks=False)
+                    except OSError:  # a filesystem without hard links: a copy does as well
+                        shutil.copy2(target, old, follow_symlinks=False)
+                staged.append((new, target, old))
+            for new, target, old in staged:
+                os.replace(new, target)
+                replaced.append((target, old))
+        except BaseException:
+            for target, old in reversed(replaced):
+                try:  # put back all that can be, whatever failed first
+                    if old is not None:
+                        os.replace(old, target)
+                    else:
+                        target.unlink()
+                except OSError:
+                    pass
+            raise
+        for folder in staging.values():  # done: what is left in them is the old files' links
             shutil.rmtree(folder, ignore_errors=True)

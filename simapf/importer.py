@@ -109,7 +109,7 @@ def import_cluster(artefacts: str | Path, out: str | Path, *, scraped_at_unix_s:
     header = _header(notes, metrics.path, resources_table.path, apf.path, apf_copy.name, uptime, how)
     body = yaml.safe_dump(scenario, sort_keys=False, width=110)
     try:
-        write_files_together({apf_copy: apf.data, out_path: ("\n".join(header) + body).encode("utf-8")})
+        write_files_together({apf_copy: apf.data, out_path: ("\n".join(header) + body).encode("utf-8")}, "import")
     except OSError as err:  # a full disk, say: nothing was left behind, and the user can fix it
         raise ConfigError(f"-o {out}: cannot write: {err.strerror or err}") from None
     return out_path

@@ -157,4 +157,4 @@ def test_an_unwritable_replay_output_is_one_line(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["replay", "--level", str(tmp_path / "level.json"), "--trace",
                                     str(tmp_path / "trace.csv"), "--out", str(tmp_path / "out.csv")])  # fmt: skip
     assert res.exit_code == 2
-    assert res.stderr.strip() == f"simapf: error: {tmp_path / 'out.csv'}: cannot write: Permission denied"
+    assert res.stderr.strip() == f"simapf: error: --out {tmp_path / 'out.csv'}: cannot write: Permission denied"

@@ -128,7 +128,7 @@ def test_write_files_together_puts_back_every_file_it_replaced(tmp_path, monkeyp
     paths[0].write_text("old a")
     _failing_on(monkeypatch, paths[2], OSError(5, "Input/output error"))
     with pytest.raises(OSError):
-        write_files_together({p: b"new" for p in paths})
+        write_files_together({p: b"new" for p in paths}, "import")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and paths[0].read_text() == "old a"
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import csv
 from heapq import heappop, heappush
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,52 +291,47 @@ def replay(level: LevelSpec, trace: Trace, observer: Listener | None = None) -> 
     return requests
 
 
-def write_output(path: str | Path, trace: Trace) -> None:
-    """Write OUT.csv atomically: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as err:
-        raise ReplayInputError(f"{path}: cannot write: {err.strerror or err}") from None
-    try:
-        with os.fdopen(fd, "w", newline="") as out:
-            out.write(",".join(OUTPUT_COLUMNS) + "\n")
-            n = NS_PER_S  # times as seconds with 9 decimals, exact from integer ns
-            lines = []
-            for rid, req in zip(trace.ids, trace.requests):
-                if '"' in rid or "," in rid or "\n" in rid or "\r" in rid:
-                    rid = '"' + rid.replace('"', '""') + '"'
-                queue = str(req.queue_index) if req.queue_index >= 0 else ""
-                a = req.arrival_ns
-                if req.dispatch_ns >= 0:
-                    d, f = req.dispatch_ns, req.release_ns
-                    w = d - a
-                    lines.append(
-                        f"{rid},{a // n}.{a % n:09d},true,,{queue},{d // n}.{d % n:09d},"
-                        f"{f // n}.{f % n:09d},{w // n}.{w % n:09d}\n"
-                    )
-                else:
-                    w = req.deadline_ns - a if req.reject_reason == "time-out" else 0
-                    lines.append(
-                        f"{rid},{a // n}.{a % n:09d},false,{req.reject_reason},{queue},,,"
-                        f"{w // n}.{w % n:09d}\n"
-                    )
-            out.writelines(lines)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_output(path: str | Path, trace: Trace, force: bool = False, inputs: tuple = ()) -> None:
+    """Write OUT.csv as every simapf output file is written (`simapf.files.output_file`): never
+    over an input, an existing file only with `force`, atomically (a temporary file beside it,
+    then a rename)."""
+    from simapf.files import output_file
+
+    with output_file(path, "replay", "--out", force, inputs) as tmp, open(tmp, "w", newline="") as out:
+        out.write(",".join(OUTPUT_COLUMNS) + "\n")
+        n = NS_PER_S  # times as seconds with 9 decimals, exact from integer ns
+        lines = []
+        for rid, req in zip(trace.ids, trace.requests):
+            if '"' in rid or "," in rid or "\n" in rid or "\r" in rid:
+                rid = '"' + rid.replace('"', '""') + '"'
+            queue = str(req.queue_index) if req.queue_index >= 0 else ""
+            a = req.arrival_ns
+            if req.dispatch_ns >= 0:
+                d, f = req.dispatch_ns, req.release_ns
+                w = d - a
+                lines.append(
+                    f"{rid},{a // n}.{a % n:09d},true,,{queue},{d // n}.{d % n:09d},"
+                    f"{f // n}.{f % n:09d},{w // n}.{w % n:09d}\n"
+                )
+            else:
+                w = req.deadline_ns - a if req.reject_reason == "time-out" else 0
+                lines.append(
+                    f"{rid},{a // n}.{a % n:09d},false,{req.reject_reason},{queue},,,"
+                    f"{w // n}.{w % n:09d}\n"
+                )
+        out.writelines(lines)
 
 
-def run_replay(level_path: str | Path, trace_path: str | Path, out_path: str | Path) -> dict:
+def run_replay(level_path: str | Path, trace_path: str | Path, out_path: str | Path, force: bool = False) -> dict:
     """The `simapf replay` command: returns counts for the summary line."""
+    from simapf.files import check_output_file
+
+    inputs = (level_path, trace_path)
+    check_output_file(out_path, "--out", force, inputs)
     level = load_level(level_path)
-    out_dir = Path(out_path).parent
-    if not out_dir.is_dir():
-        raise ReplayInputError(f"{out_path}: folder {str(out_dir)!r} does not exist")
     trace = load_trace(trace_path, use_hash=level.queues > 1)
     requests = replay(level, trace)
-    write_output(out_path, trace)
+    write_output(out_path, trace, force, inputs)
     dispatched = sum(1 for r in requests if r.dispatch_ns >= 0)
     return {"requests": len(requests), "dispatched": dispatched,
             "rejected": len(requests) - dispatched}  # fmt: skip

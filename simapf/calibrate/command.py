@@ -21,9 +21,27 @@ from typing import Any, Callable
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
 from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
 from simapf.calibrate.grid import Simulator
-from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
-from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
+from simapf.calibrate.record import (SHIPPED, build_record, is_record_file, load_params, record_free_params,
+                                     record_loss, record_text)  # fmt: skip
+from simapf.calibrate.report import current_values, is_jacobian_file, jacobian_path, jacobian_text, load_jacobian
+from simapf.files import check_output_file, write_output_file
 from simapf.sweeps.backends import Backend
+
+
+def _outputs(out: str | Path) -> list[tuple[Path, str, Any]]:
+    """The files a fit writes: (path, what it is called in an error, which existing file is an
+    earlier one of simapf's). An earlier record and its Jacobian are replaced without --force:
+    refitting a record in place is how the shipped one is updated."""
+    return [(Path(out), "--out", is_record_file), (jacobian_path(out), "--out's Jacobian", is_jacobian_file)]
+
+
+def check_out(out: str | Path, data: str | Path | None, force: bool = False) -> None:
+    """Refuse, before the fit, an --out that cannot be written or would lose the user's data (as
+    every output file: `simapf.files.check_output_file`); never the measured data."""
+    inputs = [Path(data) if data is not None else DEFAULT_DATA]
+    check_output_file(out, "--out", force, inputs, is_record_file)  # first: a directory has no Jacobian's name
+    for path, option, ours in _outputs(out)[1:]:
+        check_output_file(path, option, force, inputs, ours)
 
 
 def calibrate(
@@ -38,12 +56,15 @@ def calibrate(
     loss: str | None = None,
     backend: Backend | None = None,
     noise_floor: float | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Fit, write the record and its Jacobian; returns the fit's summary figures.
 
     `free_keys` and `loss` default to the start record's (see the module's docstring).
     `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see
-    `fit` (default NOISE_FLOOR)."""
+    `fit` (default NOISE_FLOOR). `force`: replace an existing `out` that is not a record (see
+    `check_out`)."""
+    check_out(out, data, force)
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED
@@ -60,8 +81,10 @@ def calibrate(
         result.params, result.setup, data_path=data_path, rows=len(rows),
         fit=result.fit_section(), error=result.summary.as_dict(),
     )  # fmt: skip
-    write_record(record, out)
-    save_jacobian(jacobian_path(out), free, result.values, result.jacobian, result.residuals, result.jacobian_at)
+    texts = [record_text(record), jacobian_text(free, result.values, result.jacobian, result.residuals,
+                                                result.jacobian_at)]  # fmt: skip
+    for (path, option, ours), text in zip(_outputs(out), texts):
+        write_output_file(path, text, "calibration", option, force, [data_path], ours)
     summary = result.summary.as_dict()
     summary.update(wall_s=round(result.wall_s, 1), iterations=result.iterations, grid_evaluations=result.evaluations)
     return summary

@@ -70,15 +70,30 @@ def build_record(
     }
 
 
-def write_record(record: dict[str, Any], path: str | Path) -> None:
-    """Write atomically (temporary name, then rename): nothing half-written is left behind."""
-    path = Path(path)
+RECORD_HEADER = "# simapf calibration record: "
+
+
+def record_text(record: dict[str, Any]) -> str:
+    """The record as simapf writes it: YAML under a header that says what it is."""
     header = (
-        "# simapf calibration record: resource-model parameters fitted to the LIST memory\n"
+        f"{RECORD_HEADER}resource-model parameters fitted to the LIST memory\n"
         "# experiment (see calibration/README.md). `server` loads with ServerParams.from_yaml.\n"
     )
-    text = header + yaml.safe_dump(record, sort_keys=False, width=100)
-    write_text_atomic(path, text)
+    return header + yaml.safe_dump(record, sort_keys=False, width=100)
+
+
+def is_record_file(path: Path) -> bool:
+    """Whether `path` is a calibration record simapf wrote (its first line says so)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.readline().startswith(RECORD_HEADER)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def write_record(record: dict[str, Any], path: str | Path) -> None:
+    """Write atomically (temporary name, then rename): nothing half-written is left behind."""
+    write_text_atomic(Path(path), record_text(record))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

@@ -60,12 +60,9 @@ class StoredJacobian(NamedTuple):
     taken_at: np.ndarray | None  # the values its finite differences were taken at, if not the record's
 
 
-def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[str, float],
-                  jacobian: np.ndarray, residuals: np.ndarray,
-                  taken_at: dict[str, float] | None = None) -> None:  # fmt: skip
-    """Keep the fit's Jacobian next to its record: leave-one-group-out and the next fit reuse
-    it. `taken_at`: where its finite differences were taken, if not at `values` (it was
-    updated along the fit's last steps)."""
+def jacobian_text(free: tuple[FreeParam, ...], values: dict[str, float], jacobian: np.ndarray,
+                  residuals: np.ndarray, taken_at: dict[str, float] | None = None) -> str:  # fmt: skip
+    """The Jacobian file's text (see `save_jacobian`)."""
     data: dict = {
         "free": [fp.key for fp in free],
         "values": [values[fp.key] for fp in free],
@@ -74,7 +71,25 @@ def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[st
     }
     if taken_at is not None:
         data["finite_differences_at"] = [taken_at[fp.key] for fp in free]
-    write_text_atomic(Path(path), json.dumps(data, indent=None) + "\n")
+    return json.dumps(data, indent=None) + "\n"
+
+
+def is_jacobian_file(path: Path) -> bool:
+    """Whether `path` is a Jacobian simapf wrote beside a record."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"free", "values", "residuals", "jacobian"} <= set(data)
+
+
+def save_jacobian(path: str | Path, free: tuple[FreeParam, ...], values: dict[str, float],
+                  jacobian: np.ndarray, residuals: np.ndarray,
+                  taken_at: dict[str, float] | None = None) -> None:  # fmt: skip
+    """Keep the fit's Jacobian next to its record: leave-one-group-out and the next fit reuse
+    it. `taken_at`: where its finite differences were taken, if not at `values` (it was
+    updated along the fit's last steps)."""
+    write_text_atomic(Path(path), jacobian_text(free, values, jacobian, residuals, taken_at))
 
 
 def load_jacobian(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from simapf.errors import ConfigError, SimapfError
+from simapf.files import check_writable_folder
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +166,10 @@ def result_directory(out: Path, holds_ours: bool, force: bool, what: str, runs: 
     Refused: a file, or a directory that is not empty and holds no `what` (`holds_ours`), unless
     `force`. If the block fails before its first run file is written (a scheduler that does not
     answer, say), the directories it made are removed; finished runs stay, for a resume."""
-    if out.exists() and not out.is_dir():
+    if os.path.lexists(out) and not out.is_dir():
         raise SimapfError(f"--out {out}: exists and is not a directory")
+    if not out.is_dir():
+        check_writable_folder(out.parent, f"--out {out}")
     if out.is_dir() and not holds_ours and any(out.iterdir()) and not force:
         raise SimapfError(
             f"--out {out}: directory is not empty and holds no {what}; choose a new directory, or pass --force "

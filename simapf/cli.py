@@ -13,7 +13,7 @@ import sys
 import click
 
 from simapf import __version__
-from simapf.errors import SimapfError
+from simapf.errors import SimapfError, users_traceback
 
 
 # Every command that can run on a Dask cluster takes its scheduler the same way.
@@ -36,22 +36,11 @@ _DEBUG = False  # --debug: show the traceback of an error raised in the user's o
 
 def _fail(err: Exception) -> None:
     click.echo(f"simapf: error: {err}", err=True)
-    cause = _users_exception(err)
-    if _DEBUG and cause is not None:
-        import traceback
-
-        click.echo("".join(traceback.format_exception(cause)).rstrip(), err=True)
+    if _DEBUG:
+        text = users_traceback(err)
+        if text is not None:
+            click.echo(text, err=True)
     sys.exit(2)
-
-
-def _users_exception(err: BaseException) -> BaseException | None:
-    """The exception behind `err` that was raised outside simapf (the user's policy module), if any."""
-    seen = err.__cause__
-    while seen is not None:
-        if not isinstance(seen, SimapfError):
-            return seen
-        seen = seen.__cause__
-    return None
 
 
 def _exit_on_signal(signum: int, _frame) -> None:

@@ -142,8 +142,11 @@ def outcomes(tmp_path_factory, finished_run) -> dict[str, dict]:
         plan.append({"name": name, "args": args, "cwd": str(folder), "env": env, "sys_path": [str(folder)]})
         before[name] = (folder, _snapshot(folder))
     (work / "cases.json").write_text(json.dumps(plan))
+    # Python's own cache of a user's imported policy module (__pycache__ in the case's folder) is
+    # not simapf writing there: the runner and its worker processes write none.
     proc = subprocess.run([sys.executable, str(HERE / "bad_command_runner.py"), str(work / "cases.json")],
-                          capture_output=True, text=True, timeout=3600, cwd=work)  # fmt: skip
+                          capture_output=True, text=True, timeout=3600, cwd=work,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
     results = {}
     for line in proc.stdout.splitlines():
         row = json.loads(line)

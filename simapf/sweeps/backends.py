@@ -157,8 +157,11 @@ def dask_client(backend: Backend) -> Iterator[Any]:
             except (OSError, TimeoutError) as exc:
                 raise SimapfError(f"cannot reach the Dask scheduler at {backend.address}: {exc}") from None
         else:
+            # silence_logs: a run that fails on a worker comes back here as its error, said in
+            # one line; the worker's own log of it ("Compute Failed" and its traceback) would
+            # say it again on this terminal.
             cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
-                                   processes=True, dashboard_address=None)  # fmt: skip
+                                   processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)  # fmt: skip
             client = Client(cluster)
         try:
             _check_workers(client)

@@ -6,7 +6,8 @@
     make_list_policy(HalfPrice, factor=0.5)
 
 Errors a user can cause (unknown name, module or class not found, not a policy, bad parameters)
-raise `EstimatorConfigError` with a message that names what was asked for.
+raise `EstimatorConfigError` with a message that names what was asked for; a user's class whose
+`__init__` raises, `UserCodeError` (see `usercode`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from simapf.apf.estimators.listing import (
     StreamedCacheCapListPolicy,
     UpstreamListPolicy,
 )
+from simapf.apf.estimators.usercode import checked_estimate, construct, policy_label, where_in
 
 # One default everywhere (the registry, WorkEstimator and the scenario schema): what kube-apiserver
 # does, the size- or count-based estimate as its SizeBasedListCostEstimate gate says.
@@ -44,6 +46,11 @@ _REGISTRY: dict[str, type] = {
         BorrowingAwareListPolicy,
     )
 }
+
+
+# The policies simapf ships: called directly. Any other class is the user's code, built and
+# called through `usercode` (registering it under a short name does not make it simapf's).
+SHIPPED: frozenset[type] = frozenset(_REGISTRY.values())
 
 
 def list_policy_names() -> list[str]:
@@ -85,12 +92,13 @@ def _where_in_user_code(e: BaseException, module_name: str) -> str:
         spec = importlib.util.find_spec(module_name)
     except (ImportError, ValueError):
         spec = None
-    origin = spec.origin if spec is not None else None
+    if spec is not None and spec.origin:
+        return where_in(e, {spec.origin})
     tb = e.__traceback__
     last = None
-    while tb is not None:
+    while tb is not None:  # no file known: the last frame that is neither the import system nor simapf
         filename = tb.tb_frame.f_code.co_filename
-        if filename == origin or (origin is None and "importlib" not in filename and "simapf" not in filename):
+        if "importlib" not in filename and "simapf" not in filename:
             last = tb
         tb = tb.tb_next
     return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}: " if last is not None else ""
@@ -160,12 +168,22 @@ def make_list_policy(spec: str | type | Any = DEFAULT_LIST_POLICY, /, **params: 
             raise EstimatorConfigError(
                 f"LIST policy {label!r}: bad parameters {sorted(params)} ({e}); accepted: {accepted}"
             ) from None
+    if cls not in SHIPPED:
+        return construct(cls, params, policy_label(spec, cls))
     try:
         return cls(**params)
     except EstimatorConfigError:
         raise
     except (TypeError, ValueError) as e:
         raise EstimatorConfigError(f"LIST policy {label!r}: {e}") from e
+
+
+def policy_estimate(policy: Any, spec: Any) -> Any:
+    """The `estimate` to call for `policy` (built from `spec`): a shipped policy's own bound
+    method; a user's, checked (`usercode.checked_estimate`)."""
+    if type(policy) in SHIPPED:
+        return policy.estimate
+    return checked_estimate(policy, policy_label(spec, type(policy)))
 
 
 __all__ = [

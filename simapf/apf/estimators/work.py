@@ -31,7 +31,7 @@ from simapf.apf.estimators.base import (
     EstimatorConfigError,
     initial_only,
 )
-from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY, make_list_policy
+from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY, make_list_policy, policy_estimate
 from simapf.apf.estimators.serving import served_from_cache_by_estimator
 from simapf.apf.gomath import go_round
 from simapf.apf.limits import MAXIMUM_MUTATING_SEATS_LIMIT
@@ -135,8 +135,9 @@ class WorkEstimator:
         self.list_policy = make_list_policy(list_policy, **(list_params or {}))
         self.watch_config = watch or WatchInitConfig()
         self.mutating_config = mutating or MutatingEstimatorConfig()
-        # Bound method and plain fields: the per-request path reads no dataclass properties.
-        self._list_estimate = self.list_policy.estimate
+        # Bound method and plain fields: the per-request path reads no dataclass properties. A
+        # user's policy is called through a check, a shipped one directly.
+        self._list_estimate = policy_estimate(self.list_policy, list_policy)
         m = self.mutating_config
         self._mut_enabled = m.enabled
         self._mut_threshold = int(m.watches_per_seat)  # upstream compares with int(WatchesPerSeat)

@@ -23,6 +23,8 @@ from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.balancer import LoadBalancer
+from simapf.uncertainty.coverage import beyond, run_inputs
+from simapf.uncertainty.model_error import load_checked_inputs
 from simapf.workload.clientgo import CLIENT_OUTCOMES
 from simapf.workload.clients import ClientGroup
 from simapf.workload.cluster import Cluster
@@ -57,6 +59,8 @@ def collect(sim: Finished, wall_s: float) -> Result:
     scenario = sim.scenario.model_dump(mode="json")
     client_latency = _client_latency_table(sim)
     summary = _summary(sim, series, latency, levels, wall_s, scenario, client_latency)
+    # Every input of this run beyond what the model was ever compared with a measurement at.
+    summary["extrapolation"] = beyond(run_inputs(summary, scenario), load_checked_inputs())
     return Result(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
 
 
@@ -74,9 +78,9 @@ def _latency_table(latencies: dict[tuple[str, str], array]) -> pd.DataFrame:
         p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
         rows.append({
             "priority_level": level, "verb": verb, "count": int(a.size),
-            "p50_s": p50, "p90_s": p90, "p99_s": p99, "max_s": float(a.max()),
+            "p50_s": p50, "p90_s": p90, "p99_s": p99, "max_s": float(a.max()), "mean_s": float(a.mean()),
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p90_s", "p99_s", "max_s"])
+    return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p90_s", "p99_s", "max_s", "mean_s"])
 
 
 CLIENT_LATENCY_COLUMNS = ["client", "verb", "requests", *CLIENT_OUTCOMES, "error_rate",
@@ -258,7 +262,11 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         "replicas": [_replica_summary(sim, i, figures, duration) for i, figures in enumerate(per_replica)],
         # Every process death in time order: which replica, why, and what moved to the others.
         "deaths": [d.as_dict() for d in sim.balancer.deaths],
-        "requests": {"total": sum(completed.values()), "by_outcome": completed},
+        "requests": {"total": sum(completed.values()), "by_outcome": completed,
+                     "rejected_share": completed.get("rejected", 0) / max(1, sum(completed.values()))},
+        # What the LISTs served (WatchList's initial events too), by serving path.
+        "lists": {"by_path": {path: {"requests": int(n), "bytes": float(b)}
+                              for path, (n, b) in sorted(rec.lists_by_path.items())}},
         "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
         "latency": latency.to_dict("records"),
         "clients": clients,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from simapf.apf.types import NS_PER_S
 from simapf.histograms import Histograms
+from simapf.server.paths import ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
 from simapf.workload.cluster import GONE
 
@@ -56,6 +57,8 @@ class Recorder:
         self.value: list[float] = []
         self.latencies: dict[tuple[str, str], array] = defaultdict(partial(array, "d"))
         self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
+        # Successful LISTs (and WatchList's initial events) by serving path: [requests, bytes].
+        self.lists_by_path: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
         self.records: list[tuple] = []
         self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
@@ -102,6 +105,11 @@ class Recorder:
             self.request_counts[(verb, code)] += 1
         if outcome == OK:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
+            cost = rec.cost
+            if cost is not None and (verb == "list" or cost.path is ServingPath.WATCHLIST_STREAM):
+                served = self.lists_by_path[cost.path.value]
+                served[0] += 1
+                served[1] += cost.shape.response_bytes
         if code is not None and code != "410":
             a = rec.attrs
             level = self.cluster.servers[rec.replica].apf.levels.get(rec.priority_level)

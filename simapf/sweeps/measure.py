@@ -8,11 +8,14 @@ temporary directory. Every backend goes through the same path, so results cannot
 The row flattens a run's summary into scalar columns a DataFrame can hold:
 
     peak_rss_bytes, peak_heap_inuse_bytes, mean_cores, peak_cores, gc_mean_cores, gc_cycles,
-    oom_kills, kills, down_s, requests_total, requests_<outcome>, throughput_ok_per_s, apf_requests, apf_rejected,
-    rejection_rate, lists_dispatched, seats_per_list_mean, seats_per_list_max,
+    oom_kills, kills, down_s, requests_total, requests_<outcome>, rejected_share, throughput_ok_per_s,
+    apf_requests, apf_rejected, rejection_rate, lists_dispatched, seats_per_list_mean, seats_per_list_max,
     requests/<level>, rejection_rate/<level>, rejection_rate/<level>/<reason>,
-    served/<level>/<verb>, p50_s/<level>/<verb>, p99_s/<level>/<verb>,
-    client_error_rate/<client>/<verb>, client_p99_s/<client>/<verb>, client_p99_ok_s/<client>/<verb>
+    served/<level>/<verb>, {mean_s,p50_s,p90_s,p99_s}/<level>/<verb>,
+    client_error_rate/<client>/<verb>, client_{mean_s,p50_s,p90_s,p99_s}/<client>/<verb>,
+    client_p99_ok_s/<client>/<verb>, list_requests/<path>, list_bytes/<path>
+
+(the headline figures among them are those of `simapf.uncertainty.figures`)
 
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from simapf import __version__
+from simapf.uncertainty.figures import figure_values
 
 # Outcomes as the apiserver model names them (simapf.server.runtime); always present, 0 if none.
 OUTCOMES = ("ok", "rejected", "unavailable", "failed")
@@ -39,14 +43,15 @@ REASONS = ("queue-full", "time-out", "concurrency-limit")
 SCALAR_METRICS = (
     "peak_rss_bytes", "peak_heap_inuse_bytes", "mean_cores", "peak_cores", "gc_mean_cores", "gc_cycles",
     "oom_kills", "kills", "down_s",
-    "requests_total", *(f"requests_{o}" for o in OUTCOMES), "throughput_ok_per_s",
+    "requests_total", *(f"requests_{o}" for o in OUTCOMES), "rejected_share", "throughput_ok_per_s",
     "apf_requests", "apf_rejected", "rejection_rate", "lists_dispatched", "seats_per_list_mean", "seats_per_list_max",
 )  # fmt: skip
 # Columns per priority level (and verb): metric/<level>[/<verb or reason>]; per client group and
 # verb as the client saw its requests: client_*/<client>/<verb> (client_p99_ok_s: the time within
 # which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.collect.p99_ok).
-PATTERN_METRICS = ("requests", "rejection_rate", "served", "p50_s", "p99_s",
-                   "client_error_rate", "client_p99_s", "client_p99_ok_s")  # fmt: skip
+PATTERN_METRICS = ("requests", "rejection_rate", "served", "mean_s", "p50_s", "p90_s", "p99_s", "client_error_rate",
+                   "client_mean_s", "client_p50_s", "client_p90_s", "client_p99_s", "client_p99_ok_s",
+                   "list_requests", "list_bytes")  # fmt: skip
 RUN_INFO = ("wall_s", "simapf_version")
 
 
@@ -196,14 +201,14 @@ def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
             rejected = lv.get(f"rejected_{reason.replace('-', '_')}") or 0
             row[f"rejection_rate/{name}/{reason}"] = rejected / n
     for lat in s["latency"]:
-        where = f"{lat['priority_level']}/{lat['verb']}"
-        row[f"served/{where}"] = int(lat["count"])
-        row[f"p50_s/{where}"] = float(lat["p50_s"])
-        row[f"p99_s/{where}"] = float(lat["p99_s"])
+        row[f"served/{lat['priority_level']}/{lat['verb']}"] = int(lat["count"])
     for client in s["clients"]:
         for verb, x in client.get("by_verb", {}).items():
             where = f"{client['client']}/{verb}"
             row[f"client_error_rate/{where}"] = float(x["error_rate"])
-            row[f"client_p99_s/{where}"] = float(x["p99_s"])
             row[f"client_p99_ok_s/{where}"] = float(x["p99_ok_s"]) if x.get("p99_ok_s") is not None else math.inf
+    row.update(figure_values(s))  # latencies and the rest of the headline figures
+    for path, served in s["lists"]["by_path"].items():  # what makes the run's regime
+        row[f"list_requests/{path}"] = int(served["requests"])
+        row[f"list_bytes/{path}"] = float(served["bytes"])
     return row

@@ -1,0 +1,6 @@
+"""How far a run's figures can be trusted: parameter draws, model error, intervals.
+
+- `draws`: parameter sets drawn from the calibration's uncertainty (its Jacobian).
+- `model_error`: the validation's residuals by kind of figure and regime, as conformal bands.
+- `intervals`: N draws of a run, and every headline figure's interval from the two.
+"""

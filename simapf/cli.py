@@ -23,6 +23,9 @@ dask_option = click.option(
 )  # fmt: skip
 
 
+# The most parameter draws `--uncertainty` takes: each is a whole run.
+MAX_DRAWS = 1000
+
 # Every command that writes a result directory refuses one that holds what is not simapf's.
 force_option = click.option(
     "--force", is_flag=True,
@@ -168,8 +171,13 @@ def replay(level_path: str, trace_path: str, out_path: str, force: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+@click.option("--uncertainty", "draws", default=0, type=click.IntRange(min=0, max=MAX_DRAWS), metavar="N",
+              help="Also run N draws of the model's parameters and give every headline figure a 90 % interval "
+                   "(parameter uncertainty and the model's validated error); 0 = one point run.")
+@click.option("--workers", type=click.IntRange(min=1), help="Local worker processes for the draws (default: all cores).")
+@dask_option
 def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple[str, ...], force: bool,
-                as_json: bool, progress: bool) -> None:
+                as_json: bool, progress: bool, draws: int, workers: int | None, dask_address: str | None) -> None:
     """Run a scenario and print what happened.
 
     With no SCENARIO it runs the built-in default: an informer relist storm after a network
@@ -186,7 +194,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
-        result = run(loaded, progress=progress)
+        result = run(loaded, progress=progress, uncertainty=draws, workers=workers, dask=dask_address)
         if out_dir:
             try:
                 result.write(out_dir, force=force)
@@ -226,9 +234,12 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 @click.option("--json", "as_json", is_flag=True, help="Print table and differences as JSON instead of text.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+@click.option("--uncertainty", "draws", default=0, type=click.IntRange(min=0, max=MAX_DRAWS), metavar="N",
+              help="Also run every policy under N draws of the model's parameters: each policy's 90 % intervals, "
+                   "and per pair of policies in how many draws one is lower than the other.")
 def compare_command(scenario_path: str | None, policies: tuple[str, ...], replications: int,
                     overrides: tuple[str, ...], confidence: float, workers: int | None, dask_address: str | None,
-                    out_dir: str | None, force: bool, as_json: bool, progress: bool) -> None:  # fmt: skip
+                    out_dir: str | None, force: bool, as_json: bool, progress: bool, draws: int) -> None:  # fmt: skip
     """Run one scenario under several LIST policies, side by side.
 
     Every policy sees identical arrivals, sizes and jitter (common random numbers). Prints each
@@ -248,7 +259,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
-                         dask=dask_address, progress=progress)  # fmt: skip
+                         dask=dask_address, progress=progress, uncertainty=draws)  # fmt: skip
         if out_dir:
             try:
                 result.write(out_dir, force=force)
@@ -259,6 +270,8 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
     if as_json:
         doc = {"policies": result.policies, "seeds": result.seeds, "confidence": confidence,
                "table": result.table.to_dict("records"), "differences": result.differences.to_dict("records")}  # fmt: skip
+        if result.intervals is not None and result.wins is not None:
+            doc.update(draws=draws, intervals=result.intervals.to_dict("records"), wins=result.wins.to_dict("records"))
         click.echo(json.dumps(doc, indent=2, default=lambda x: None))
     else:
         click.echo(result.text(), nl=False)

@@ -33,9 +33,13 @@ def format_summary(s: dict[str, Any]) -> str:
         notes.append(f"steady state from {m['steady_state_from_s']:g} s: {_mb(m['peak_rss_steady_bytes'])}, "
                      f"mean {_mb(m['mean_rss_steady_bytes'])}")  # fmt: skip
     notes_text = f" ({'; '.join(notes)})" if notes else ""
-    add(f"  memory      peak RSS {_mb(m['peak_rss_bytes'])}{notes_text}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
+    rss = interval_text("memory", m["peak_rss_bytes"], m["peak_rss_bytes_interval"]) if "peak_rss_bytes_interval" in m \
+        else _mb(m["peak_rss_bytes"])
+    add(f"  memory      peak RSS {rss}{notes_text}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
     steady_cpu = f" (steady state {c['mean_cores_steady']:.2f})" if "mean_cores_steady" in c else ""
-    add(f"  CPU         mean {c['mean_cores']:.2f} cores{steady_cpu}, peak {c['peak_cores']:.2f} of {c['cores']:g}")
+    mean_cpu = interval_text("cpu", c["mean_cores"], c["mean_cores_interval"]) if "mean_cores_interval" in c \
+        else f"{c['mean_cores']:.2f} cores"
+    add(f"  CPU         mean {mean_cpu}{steady_cpu}, peak {c['peak_cores']:.2f} of {c['cores']:g}")
     add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")
     by = s["requests"]["by_outcome"]
     add(f"  requests    {s['requests']['total']:,}: " + ", ".join(f"{k} {v:,}" for k, v in by.items()))
@@ -110,4 +114,59 @@ def format_summary(s: dict[str, Any]) -> str:
             add(f"  t={e['at_s']:>7g} s  {e['kind']:<12} recovered {_s(e['recovery_s'])} after it ended; "
                 f"until the next event: peak RSS {_mb(e['peak_rss_bytes_until_next_event'])}"
                 + (f", {kills} OOM kill(s)" if kills else ""))  # fmt: skip
+    if "uncertainty" in s:
+        _uncertainty(s, add)
+    if s.get("extrapolation"):
+        add("")
+        add("  beyond what the model was checked against (calibration and validation; docs/validation.md):")
+        for item in s["extrapolation"]:
+            add(f"  - {item}")
     return "\n".join(lines) + "\n"
+
+
+# How each kind of figure reads: a number's text, and the unit the interval's bounds carry.
+_SHOWN = {
+    "memory": lambda x: f"{x / MB:,.0f} MB",
+    "cpu": lambda x: f"{x:.2f} cores",
+    "oom_kills": lambda x: f"{x:.0f}",
+    "rejected": lambda x: f"{100 * x:.2f} %",
+    "latency": _s,
+}
+
+
+_LABELS = {"peak_rss_bytes": "peak RSS", "peak_heap_inuse_bytes": "peak Go heap", "mean_cores": "mean CPU",
+           "oom_kills": "OOM kills", "rejected_share": "rejected (429) share"}
+
+
+def interval_text(kind: str, value: float, iv: dict[str, Any]) -> str:
+    """`2,100 MB [1,400 MB-3,300 MB]`, with a dagger when the interval is the parameters' alone."""
+    show = _SHOWN[kind]
+    lo, hi = (show(x) if x is not None else "?" for x in (iv["lo"], iv["hi"]))
+    dagger = "" if "lo" in iv["parts"]["model_error"] else "\u2020"
+    return f"{show(value)} [{lo} to {hi}]{dagger}"
+
+
+def _uncertainty(s: dict[str, Any], add) -> None:
+    from simapf.uncertainty.intervals import figures_with_intervals
+
+    u = s["uncertainty"]
+    r = u["regime"]
+    add("")
+    add(f"  uncertainty: {u['level']:.0%} intervals from {u['draws']} parameter draws and the model's error where "
+        f"validated (regime: {r['path']} path, LISTs {r['size']}, {'overloaded' if r['overloaded'] else 'not overloaded'})")  # fmt: skip
+    # The scalars one to a line; latencies a line per priority level or client and verb, p50 and
+    # p99 (summary.json also has the mean and p90 with theirs).
+    latency: dict[str, list[str]] = {}
+    for fig, iv in figures_with_intervals(s):
+        text = interval_text(fig.kind, fig.holder[fig.field], iv)
+        if fig.kind != "latency":
+            add(f"  {_LABELS.get(fig.key, fig.key):<34} {text}")
+        elif fig.field in ("p50_s", "p99_s"):
+            stat, where = fig.key.split("/", 1)
+            who = ("client " if stat.startswith("client_") else "") + where.replace("/", " ")
+            latency.setdefault(who, []).append(f"{fig.field[:-2]} {text}")
+    for who, parts in latency.items():
+        add(f"  {who:<34} {', '.join(parts)}")
+    missing = {k: b["none"] for k, b in u["model_error"].items() if "none" in b}
+    for kind, why in missing.items():
+        add(f"  \u2020 {kind}: parameter uncertainty only; the model's own error is not known here: {why}")

@@ -1,0 +1,151 @@
+"""What the model was checked against, as residuals, and how well its intervals cover them.
+
+The calibration report (`simapf calibrate --report`) builds the residual pool that
+`simapf.uncertainty.model_error` draws bands from: every row of the validation table and every
+calibration cell predicted with its own group of rows left out of the fit. It checks the
+intervals the same way a user's run gets them, leaving one source out at a time: each row's
+interval is built from the other sources' residuals (and, when parameter draws are given, its
+own draws), and the report counts how many rows' measurements fall within (the coverage) and
+how wide the intervals are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from simapf.calibrate.metrics import CPU_SEATS
+from simapf.uncertainty.intervals import interval
+from simapf.uncertainty.model_error import (
+    LEVEL,
+    OVERLOADED,
+    Band,
+    Regime,
+    Residual,
+    band,
+    residual_ok,
+    size_class,
+)
+
+# The kind of figure each validation quantity is (quantities of no kind a run reports as a
+# headline figure, such as throughput or a ratio of two runs, stay out of the pool).
+QUANTITY_KINDS = {
+    "peak_rss_bytes": "memory", "peak_rss_steady_bytes": "memory", "peak_rss_scraped_bytes": "memory",
+    "peak_rss_minus_idle_bytes": "memory",
+    "mean_cores": "cpu", "mean_cores_steady": "cpu", "cpu_core_s_per_request": "cpu", "refill_cpu_core_s": "cpu",
+    "rejected_fraction": "rejected",
+    "latency_p50_s": "latency", "latency_p99_s": "latency", "client_latency_p50_s": "latency",
+    "client_latency_p99_s": "latency", "discovery_run_s": "latency",
+}  # fmt: skip
+CALIBRATION_SOURCE = "issue132233-calibration-data"
+
+
+def validation_residuals(table: pd.DataFrame) -> list[Residual]:
+    """The validation table's rows (`simapf.calibrate.validation.run_table`) as residuals."""
+    out = []
+    for row in table.to_dict("records"):
+        kind = QUANTITY_KINDS.get(row["quantity"])
+        if kind is None or not residual_ok(kind, row["predicted"], row["measured"]):
+            continue
+        out.append(Residual(row["id"], row["source"], kind, row["path"], row["size"], bool(row["overloaded"]),
+                            float(row["predicted"]), float(row["measured"])))  # fmt: skip
+    return out
+
+
+def calibration_residuals(logo: Iterable[Any], results: dict[tuple[int, int], Any]) -> list[Residual]:
+    """The calibration cells as residuals, each predicted by the fit without its group
+    (`simapf.calibrate.logo.GroupPrediction`); the regime from the point run's cell (`results`)."""
+    out = []
+    for g in logo:
+        for row, seats, measured, predicted in g.memory:
+            overloaded = results[(row.index, seats)].rejected_fraction >= OVERLOADED
+            out.append(Residual(f"{row.label} {seats} seats", CALIBRATION_SOURCE, "memory", row.source,
+                                size_class(row.response_bytes), overloaded, predicted * 1e6, measured * 1e6))  # fmt: skip
+        for row, measured, predicted in g.cpu:
+            overloaded = results[(row.index, CPU_SEATS)].rejected_fraction >= OVERLOADED
+            out.append(Residual(f"{row.label} CPU", CALIBRATION_SOURCE, "cpu", row.source, size_class(row.response_bytes),
+                                overloaded, predicted / 100, measured / 100))  # fmt: skip
+    return out
+
+
+def cell_inputs(cell: Any, results: dict[tuple[int, int], Any]) -> dict[str, Any]:
+    """A calibration cell's inputs (`simapf.uncertainty.coverage.run_inputs`), from its row and its run."""
+    from simapf.calibrate.scenario import scenario_for
+    from simapf.uncertainty.coverage import features, minor_version
+
+    row = cell.row
+    scenario = scenario_for(cell)
+    served = row.qps * (1.0 - results[(row.index, cell.seats)].rejected_fraction)
+    return {
+        "list_response_bytes": row.response_bytes,
+        "objects_per_resource": row.object_count,
+        "etcd_list_bytes_per_s": served * row.response_bytes if row.source == "etcd" else 0.0,
+        "informers": 0,
+        "kubernetes_version": minor_version(scenario.get("kubernetes", {}).get("version") or _default_version()),
+        "features": sorted(features(scenario)),
+    }
+
+
+def _default_version() -> str:
+    from simapf.scenario.schema import Scenario
+
+    return Scenario.model_validate({"name": "x"}).kubernetes.version
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One row's interval, built without its own source."""
+
+    residual: Residual
+    lo: float
+    hi: float
+    band: str  # the band's regime, or why there was none
+
+    @property
+    def covered(self) -> bool | None:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
+            return None
+        return self.lo <= self.residual.measured <= self.hi
+
+
+def leave_one_source_out(pool: list[Residual], drawn: dict[str, list[float]] | None = None,
+                         level: float = LEVEL) -> list[Checked]:  # fmt: skip
+    """Every residual's interval from the pool without its source, around its prediction and
+    (if `drawn` has them, by id) its parameter draws' predictions."""
+    out = []
+    for r in pool:
+        b = band(pool, r.kind, Regime(r.path, r.size, r.overloaded), level, leave_out=r.source)
+        draws = (drawn or {}).get(r.id) or [r.predicted]
+        iv = interval(r.predicted, draws, b, level)
+        if isinstance(b, Band):
+            out.append(Checked(r, iv.lo, iv.hi, b.regime))
+        else:
+            out.append(Checked(r, math.nan, math.nan, b.reason))
+    return out
+
+
+def coverage_table(checked: list[Checked]) -> pd.DataFrame:
+    """Per kind: rows, rows with a band, rows covered, coverage, median upper/lower bound."""
+    rows = []
+    for kind in sorted({c.residual.kind for c in checked}):
+        mine = [c for c in checked if c.residual.kind == kind]
+        banded = [c for c in mine if c.covered is not None]
+        covered = sum(1 for c in banded if c.covered)
+        ratios = [c.hi / c.lo for c in banded if c.lo > 0]
+        widths = [c.hi - c.lo for c in banded]
+        rows.append({
+            "kind": kind, "rows": len(mine), "with_band": len(banded), "covered": covered,
+            "coverage": covered / len(banded) if banded else math.nan,
+            "median_upper_over_lower": float(np.median(ratios)) if ratios else math.nan,
+            "median_width": float(np.median(widths)) if widths else math.nan,
+        })  # fmt: skip
+    banded = [c for c in checked if c.covered is not None]
+    covered = sum(1 for c in banded if c.covered)
+    rows.append({"kind": "all", "rows": len(checked), "with_band": len(banded), "covered": covered,
+                 "coverage": covered / len(banded) if banded else math.nan,
+                 "median_upper_over_lower": math.nan, "median_width": math.nan})  # fmt: skip
+    return pd.DataFrame(rows)

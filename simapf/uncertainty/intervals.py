@@ -1,0 +1,155 @@
+"""A run with its uncertainty: N draws of the model, and an interval for every headline figure.
+
+`simapf run --uncertainty N` (`simapf.run(..., uncertainty=N)`) runs the scenario once with the fitted parameters (the point run,
+whose figures the summary reports as before) and N times more, each with a parameter set drawn
+from the calibration's uncertainty (`simapf.uncertainty.draws`), on the point run's random
+streams (its seed), on the sweep backends. Each headline figure (`simapf.uncertainty.figures`)
+then gets, beside it in the summary, `<field>_interval`:
+
+    {"lo": ..., "hi": ..., "level": 0.9,
+     "parts": {"parameters": {"lo", "hi", "draws"},
+               "model_error": {"kind", "lo", "hi", "rows", "sources", "regime", ...} | {"kind", "none"}}}
+
+- *parameters*: the 5th and 95th percentiles of the figure over the draws and the point run:
+  how much the figure moves with parameter sets as likely as the fitted one, given the
+  calibration data;
+- *model error*: the conformal band of the validation's residuals for the figure's kind in the
+  run's regime (`simapf.uncertainty.model_error`): how far measurements fell from the model's
+  predictions where it was checked, with parameters fitted elsewhere.
+
+`lo`/`hi` combine them: the quantiles of every draw's value moved by every residual of the
+band (the measurement the model predicts, its parameters and its own error both uncertain).
+Where no validation rows speak for a figure, the interval is the parameters' alone, and
+`model_error` says why; the text output marks such an interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws, draw_parameters
+from simapf.uncertainty.figures import Figure, headline_figures
+from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, load_pool, regime_of
+
+
+def drawn_scenario(data: dict[str, Any], params: Any, draws: ParameterDraws, d: int) -> dict[str, Any]:
+    """The scenario (as data) with draw d's parameters: each fitted parameter of the run's
+    resolved `params` moved by the draw's factor, set explicitly in `apiserver.params`."""
+    dumped = params.model_dump()
+    over = {**data["apiserver"].get("params", {})}
+    for key, factor in zip(draws.keys, draws.factors[d]):
+        section, field = key.split(".")
+        over[section] = {**over.get(section, {}), field: dumped[section][field] * float(factor)}
+    return {**data, "apiserver": {**data["apiserver"], "params": over}}
+
+
+def draw_tasks(loaded: Any, draws: ParameterDraws, key: dict[str, Any], label: str = "") -> list:
+    """A sweep task per draw: the loaded scenario, its seed unchanged, with the draw's parameters."""
+    from simapf.sweeps.measure import RunTask, bundle
+
+    data, files = bundle(loaded)
+    return [RunTask(key={**key, "draw": d}, scenario=drawn_scenario(data, loaded.params, draws, d), files=files,
+                    label=f"{label}draw {d + 1}/{len(draws)}")  # fmt: skip
+            for d in range(len(draws))]
+
+
+def run_draw_tasks(tasks: list, workers: int | None = None, backend: str | None = None, dask: str | None = None,
+                   progress: bool = False, name: str = "") -> list[dict[str, Any]]:  # fmt: skip
+    """Each task's row (a sweep row: the headline figures among its columns), in task order."""
+    from simapf.sweeps.backends import choose, release_workers, run_tasks
+    from simapf.sweeps.progress import with_progress
+
+    chosen = choose(backend, workers, dask)
+    rows = {}
+    try:
+        for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, f"{name} draws", progress):
+            rows[_task_id(row)] = row
+    finally:
+        release_workers()
+    return [rows[_task_id(t.key)] for t in tasks]
+
+
+def _task_id(key: dict[str, Any]) -> tuple:
+    return (key.get("policy"), key["draw"])
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+    parameters: tuple[float, float]
+    runs: int  # the draws and the point run
+    model_error: Band | NoBand
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lo": _plain(self.lo), "hi": _plain(self.hi), "level": LEVEL,
+            "parts": {"parameters": {"lo": _plain(self.parameters[0]), "hi": _plain(self.parameters[1]),
+                                     "runs": self.runs},
+                      "model_error": self.model_error.as_dict()},
+        }  # fmt: skip
+
+
+def _plain(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def interval(point: float, drawn: Iterable[float], error: Band | NoBand, level: float = LEVEL) -> Interval:
+    """A figure's interval from its draws' values and its kind's band (see the module)."""
+    # The fitted parameters are as likely as any draw (the posterior's mode): their run counts too.
+    values = np.array([point] + [v for v in drawn if v is not None and math.isfinite(v)], dtype=float)
+    alpha = round(1.0 - level, 12)
+    params = (float(np.quantile(values, alpha / 2)), float(np.quantile(values, 1 - alpha / 2)))
+    if isinstance(error, NoBand):
+        return Interval(params[0], params[1], params, len(values), error)
+    moved = np.sort(error.measured(values))
+    k = len(moved)
+    lo = moved[max(0, math.floor((k + 1) * alpha / 2) - 1)]
+    hi = moved[min(k - 1, math.ceil((k + 1) * (1 - alpha / 2)) - 1)]
+    return Interval(float(lo), float(hi), params, len(values), error)
+
+
+def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | None = None,
+           draws: ParameterDraws | None = None, level: float = LEVEL) -> dict[str, Any]:  # fmt: skip
+    """Put every headline figure's interval beside it in `summary` (from the draws' `rows`), and
+    what they rest on under `summary["uncertainty"]`; returns the summary."""
+    pool = load_pool() if pool is None else pool
+    regime = regime_of(summary)
+    bands: dict[str, Band | NoBand] = {}
+    for fig in list(headline_figures(summary)):
+        if fig.kind not in bands:
+            bands[fig.kind] = band(pool, fig.kind, regime, level)
+        got = interval(float(fig.holder[fig.field]), (r.get(fig.key) for r in rows), bands[fig.kind], level)
+        fig.holder[f"{fig.field}_interval"] = got.as_dict()
+    summary["uncertainty"] = {
+        "draws": len(rows),
+        "level": level,
+        "regime": {"path": regime.path, "size": regime.size, "overloaded": regime.overloaded},
+        "parameters": {"prior_sd": PRIOR_SD, "drawn": list(draws.keys) if draws is not None else []},
+        "model_error": {kind: b.as_dict() for kind, b in sorted(bands.items())},
+    }
+    return summary
+
+
+def add_uncertainty(result: Any, loaded: Any, n: int, *, workers: int | None = None, backend: str | None = None,
+                    dask: str | None = None, progress: bool = False) -> Any:  # fmt: skip
+    """`result` (the point run of `loaded`) with every headline figure's interval from `n` draws."""
+    draws = draw_parameters(n, loaded.scenario.run.seed)
+    rows = run_draw_tasks(draw_tasks(loaded, draws, {}), workers, backend, dask, progress, loaded.scenario.name)
+    attach(result.summary, rows, draws=draws)
+    return result
+
+
+def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, dict[str, Any]]]:
+    """Each headline figure of a summary that has an interval, with it."""
+    for fig in headline_figures(summary):
+        got = fig.holder.get(f"{fig.field}_interval")
+        if got is not None:
+            yield fig, got
+
+
+__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval"]

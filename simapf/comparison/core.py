@@ -47,6 +47,10 @@ class Comparison:
     seeds: list[int]
     memory_limit_bytes: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    # With `uncertainty` draws (simapf.comparison.uncertainty): each policy's intervals, and per
+    # pair of policies how often one's figure is lower than the other's, draw by draw.
+    intervals: pd.DataFrame | None = None
+    wins: pd.DataFrame | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -78,6 +82,9 @@ class Comparison:
             self.table.to_csv(tmp / "table.csv", index=False)
             self.differences.to_csv(tmp / "differences.csv", index=False)
             (tmp / "comparison.txt").write_text(self.text(), encoding="utf-8")
+            if self.intervals is not None and self.wins is not None:
+                self.intervals.to_csv(tmp / "intervals.csv", index=False)
+                self.wins.to_csv(tmp / "wins.csv", index=False)
             if figure:
                 from simapf.figures import save_figure
 
@@ -117,13 +124,15 @@ def compare(
     backend: str | None = None,
     dask: str | None = None,
     progress: bool = False,
+    uncertainty: int = 0,
 ) -> Comparison:
     """Run `scenario` under each LIST policy, `replications` times each with common random
     numbers, and compare. The first policy is the baseline of the differences.
 
     `policies`: "NAME[:key=value,...]" strings, {name, params, label} mappings or Policy objects.
     `workers`/`backend`/`dask` choose where runs execute, as for `sweep` (default: joblib on all
-    local cores)."""
+    local cores). `uncertainty` = N > 0: also run every policy under N parameter draws and give
+    each policy's intervals and, per pair, how often one wins (`simapf.comparison.uncertainty`)."""
     parsed = [parse_policy(p) for p in policies]
     if len(parsed) < 2:
         raise ConfigError("compare needs at least two policies (--policy A --policy B)")
@@ -150,9 +159,10 @@ def compare(
 
     seeds = replication_seeds(sc.run.seed, replications)
     tasks: list[RunTask] = []
+    by_policy: dict[str, LoadedScenario] = {}
     for policy in parsed:
         try:
-            with_policy = load_scenario(sc, policy.overrides(), base_dir=loaded.base_dir)
+            with_policy = by_policy[policy.label] = load_scenario(sc, policy.overrides(), base_dir=loaded.base_dir)
         except ConfigError as exc:
             raise ConfigError(f"--policy {policy.label}: {str(exc).removeprefix('<scenario>: ')}") from None
         data, files = bundle(with_policy)
@@ -175,11 +185,35 @@ def compare(
     same = identical_policies(runs, labels, metrics)
     if same:
         log.warning("%s", same)
+    intervals = wins = None
+    if uncertainty:
+        intervals, wins = _across_draws(by_policy, runs, uncertainty, sc.run.seed, workers, backend, dask, progress,
+                                        sc.name)  # fmt: skip
     return Comparison(
         policies=labels, runs=runs, table=summarise(runs, labels, metrics),
         differences=paired_differences(runs, labels, metrics, confidence), confidence=confidence,
         scenario_name=sc.name, source=source, seeds=seeds,
         memory_limit_bytes=sc.apiserver.memory_limit_bytes,
-        info={"backend": chosen.describe(), "identical": same,
+        info={"backend": chosen.describe(), "identical": same, "draws": uncertainty,
               "provenance": provenance(sc.model_dump(mode="json"), loaded.params, seeds, replications)},
+        intervals=intervals, wins=wins,
     )  # fmt: skip
+
+
+def _across_draws(by_policy: dict[str, LoadedScenario], runs: pd.DataFrame, n: int, seed: int, workers: int | None,
+                  backend: str | None, dask: str | None, progress: bool, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """Every policy under the same `n` parameter draws, on the scenario's seed: intervals and wins."""
+    from simapf.comparison.uncertainty import intervals_table, wins_table
+    from simapf.uncertainty.draws import draw_parameters
+    from simapf.uncertainty.figures import kind_of
+    from simapf.uncertainty.intervals import draw_tasks, run_draw_tasks
+
+    draws = draw_parameters(n, seed)
+    tasks = [t for label, loaded in by_policy.items() for t in draw_tasks(loaded, draws, {"policy": label}, f"{label} ")]
+    rows = run_draw_tasks(tasks, workers, backend, dask, progress, name)
+    labels = list(by_policy)
+    drawn = {label: sorted((r for r in rows if r["policy"] == label), key=lambda r: r["draw"]) for label in labels}
+    points = {label: runs[(runs["policy"] == label) & (runs["replication"] == 0)].iloc[0].to_dict() for label in labels}
+    kinds = {c: k for c in runs.columns if (k := kind_of(c)) is not None}
+    metrics = [c for c in runs.columns if c in kinds and not c.startswith("client_")]
+    return intervals_table(points, drawn, metrics, kinds), wins_table(drawn, labels, metrics)

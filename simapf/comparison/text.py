@@ -85,4 +85,41 @@ def format_comparison(c: "Comparison") -> str:
                 + "  ".join(dcells[metric, p].rjust(w) for p, w in zip(others, widths)))  # fmt: skip
         if n < 2:
             add("  (one replication: no confidence intervals; use --replications 2 or more)")
+    if getattr(c, "intervals", None) is not None:
+        _across_draws(c, add)
     return "\n".join(lines) + "\n"
+
+
+def _across_draws(c: "Comparison", add) -> None:
+    iv, wins = c.intervals, c.wins
+    draws = c.info.get("draws")
+    add("")
+    add(f"  across {draws} parameter draws, each on replication 0's seed: 90 % intervals (parameters and the "
+        "model's validated error; \u2020 = parameters only, no validation rows for that figure in this regime)")  # fmt: skip
+    by = {(r["metric"], r["policy"]): r for r in iv.to_dict("records")}
+    metrics = list(dict.fromkeys(iv["metric"]))
+    cells = {}
+    for metric in metrics:
+        kind = unit(metric)
+        for p in c.policies:
+            r = by.get((metric, p))
+            if r is None:
+                cells[metric, p] = "-"
+                continue
+            dagger = "\u2020" if str(r["model_error"]).startswith("none") else ""
+            cells[metric, p] = f"{fmt(r['value'], kind)} [{fmt(r['lo'], kind)}, {fmt(r['hi'], kind)}]{dagger}"
+    widths = [max([len(p)] + [len(cells[m, p]) for m in metrics]) for p in c.policies]
+    add("  " + "metric".ljust(_METRIC_WIDTH) + "  ".join(p.rjust(w) for p, w in zip(c.policies, widths)))
+    for metric in metrics:
+        add("  " + label(metric)[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH)
+            + "  ".join(cells[metric, p].rjust(w) for p, w in zip(c.policies, widths)))  # fmt: skip
+    add("")
+    add("  draw by draw (the same parameters for every policy): which is lower, in how many draws")
+    for r in wins.to_dict("records"):
+        if not r["draws"]:
+            continue
+        a, b, n = r["policy"], r["other"], r["draws"]
+        text = f"{a} lower in {r['lower']} of {n}, {b} lower in {r['higher']} of {n}"
+        if r["equal"]:
+            text += f", equal in {r['equal']}"
+        add("  " + label(r["metric"])[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH) + text)

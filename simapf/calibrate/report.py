@@ -36,6 +36,7 @@ from simapf.errors import ConfigError
 from simapf.files import write_text_atomic
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import Backend
+from simapf.uncertainty.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "validation.md"
@@ -307,6 +308,7 @@ def build_report(
     grid_wall_s: float,
     validation: str | None = None,
     longer: Summary | None = None,
+    intervals: str | None = None,
 ) -> str:
     summary = summarise(rows, results)
     logo_sum = logo_summary(logo) if logo else None
@@ -373,6 +375,8 @@ def build_report(
             validation.rstrip(),
             "",
         ]
+    if intervals is not None:
+        lines += [intervals.rstrip(), ""]
     if logo is not None:
         how = (
             "one damped Gauss-Newton step from the full fit with its Jacobian restricted to the other "
@@ -459,6 +463,7 @@ def generate(
     params_path = Path(params_path) if params_path is not None else SHIPPED
     params, setup, record = load_params(params_path)
     rows = load_rows(data_path if data_path is not None else DEFAULT_DATA)
+    shipped = params_path.resolve() == SHIPPED.resolve()
     with Simulator(n_jobs, backend) as sim:
         bar = progress_bar(None, "report", "runs", progress)
         t0 = time.perf_counter()
@@ -474,21 +479,142 @@ def generate(
             J, r = (stored.jacobian, stored.residuals) if stored is not None else (None, None)
             logo = leave_one_group_out(rows, params, setup, free, jacobian=J, residuals=r, mode=logo_mode,
                                        simulator=sim, progress=bar.update, loss=record_loss(record))  # fmt: skip
+        draws = drawn_cells = None
+        if shipped and logo:
+            from simapf.uncertainty.draws import draw_parameters
+
+            log(f"report: the grid under {REPORT_DRAWS} parameter draws")
+            draws = draw_parameters(REPORT_DRAWS, DRAWS_SEED, params_path)
+            drawn_cells = sim.run([(ServerParams.model_validate(_drawn_params(params, draws, d)), setup,
+                                    all_cells(rows)) for d in range(len(draws))], progress=bar.update)  # fmt: skip
     bar.close()
-    validation = None
-    if params_path.resolve() == SHIPPED.resolve():
+    validation = intervals = None
+    summary = summarise(rows, results).as_dict()
+    if shipped:
         # The validation scenarios run with ServerParams' defaults, which are the shipped record's.
         from simapf.calibrate import validation as published
 
         log("report: running the published measurements' scenarios")
-        validation = published.markdown(published.run_table(progress=progress))
-    text = build_report(rows, results, record, params_path, setup, logo, logo_mode, grid_s, validation, longer)
+        table = published.run_table(progress=progress)
+        validation = published.markdown(table)
+        if draws is not None and drawn_cells is not None and logo:
+            log(f"report: the published measurements' scenarios under {REPORT_DRAWS} parameter draws")
+            drawn_table = published.run_table(progress=progress, draws=draws)
+            intervals, coverage = check_intervals(table, drawn_table, rows, results, drawn_cells, logo)
+            summary.update(coverage)
+    text = build_report(rows, results, record, params_path, setup, logo, logo_mode, grid_s, validation, longer,
+                        intervals)  # fmt: skip
     write_text_atomic(Path(out), text)
-    summary = summarise(rows, results).as_dict()
     if logo:
         summary.update(logo_summary(logo))
     summary["grid_wall_s"] = round(grid_s, 1)
     return summary
+
+
+# How many parameter draws the report runs to check the intervals, and their seed.
+REPORT_DRAWS = 10
+DRAWS_SEED = 20261128
+
+
+def _drawn_params(params: ServerParams, draws: Any, d: int) -> dict[str, Any]:
+    data = params.model_dump()
+    for key, factor in zip(draws.keys, draws.factors[d]):
+        section, field = key.split(".")
+        data[section][field] *= float(factor)
+    return data
+
+
+def check_intervals(table: Any, drawn_table: Any, rows: list[Row], results: dict[tuple[int, int], CellResult],
+                    drawn_cells: list[dict[tuple[int, int], CellResult]],
+                    logo: list[GroupPrediction]) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    """The residual pool written for `simapf.uncertainty.model_error`, and its leave-one-source-out
+    check: the report's markdown section and its figures."""
+    from simapf.uncertainty.checked import (
+        calibration_residuals,
+        cell_inputs,
+        coverage_table,
+        leave_one_source_out,
+        validation_residuals,
+    )
+    from simapf.uncertainty.coverage import covered
+    from simapf.uncertainty.model_error import LEVEL, fewest_rows, write_pool
+
+    pool = validation_residuals(table) + calibration_residuals(logo, results)
+    write_pool(pool, covered(table.attrs["inputs"] + [cell_inputs(c, results) for c in all_cells(rows)]))
+    drawn: dict[str, list[float]] = {}
+    for line in drawn_table.to_dict("records"):
+        drawn.setdefault(line["id"], []).append(float(line["predicted"]))
+    for r in pool:
+        if r.source != CALIBRATION_SOURCE_ID:
+            continue
+        # A calibration cell's draws, moved by how far its leave-one-group-out prediction is from
+        # the full fit's: the draws are about the full fit.
+        if r.kind == "memory":
+            row_i, seats = _cell_of(r.id, rows)
+            full = results[(row_i, seats)].mem_mb * 1e6
+            values = [c[(row_i, seats)].mem_mb * 1e6 for c in drawn_cells]
+        else:
+            row_i, seats = _cell_of(r.id, rows)
+            full = results[(row_i, CPU_SEATS)].cpu_percent / 100
+            values = [c[(row_i, CPU_SEATS)].cpu_percent / 100 for c in drawn_cells]
+        drawn[r.id] = [v * r.predicted / full for v in values] if full > 0 else values
+    checked = leave_one_source_out(pool, drawn, LEVEL)
+    cov = coverage_table(checked)
+    everything = cov[cov["kind"] == "all"].iloc[0]
+    memory = cov[cov["kind"] == "memory"].iloc[0]
+    lines = [
+        "## How far to trust a number: intervals, checked",
+        "",
+        f"`simapf run --uncertainty N` gives every headline figure a {LEVEL:.0%} interval from two parts: the "
+        "figure over N parameter sets drawn from this fit's uncertainty (its Jacobian, "
+        "`simapf.uncertainty.draws`), and the model's own error where it was checked: the residuals of the "
+        "rows above and of the calibration cells (each predicted without its group), of the same kind of "
+        "figure and the same regime (serving path, size of the LISTs, overloaded or not), as a conformal "
+        f"band (`simapf.uncertainty.model_error`; a band needs {fewest_rows(LEVEL)} rows). Checked here the way "
+        f"a user's run gets them, leaving out one source at a time: each row's interval is built from the "
+        f"other sources' residuals and {REPORT_DRAWS} parameter draws of its own scenario, and the measurement "
+        "falls within it or not.",
+        "",
+        "| kind of figure | rows | with a band | measurement within | coverage | median upper / lower bound |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for line in cov.to_dict("records"):
+        ratio = "" if not math.isfinite(line["median_upper_over_lower"]) else f"{line['median_upper_over_lower']:.2f}"
+        share = "–" if not math.isfinite(line["coverage"]) else f"{line['coverage']:.0%}"
+        lines.append(f"| {line['kind']} | {line['rows']} | {line['with_band']} | {line['covered']} | {share} | {ratio} |")
+    lines += [
+        "",
+        f"Of the {everything['with_band']} rows with a band, {everything['covered']} "
+        f"({everything['coverage']:.0%}) fall within their {LEVEL:.0%} interval (target: at least 80 %); the "
+        f"median memory interval's upper bound is {memory['median_upper_over_lower']:.2f} times its lower "
+        "(target: at most 2.5). A row without a band has too few rows of its kind on its serving path once "
+        "its own source is left out; a run in such a regime gets the parameters' interval only, and says so.",
+        "",
+    ]
+    outside = [c for c in checked if c.covered is False]
+    if outside:
+        lines += ["Rows outside their interval:", ""]
+        for c in sorted(outside, key=lambda c: (c.residual.kind, c.residual.id)):
+            r = c.residual
+            lines.append(f"- {r.kind}, {r.id}: measured {_num(r.measured)}, interval {_num(c.lo)} to {_num(c.hi)} "
+                         f"({c.band})")
+        lines.append("")
+    figures = {"interval_coverage": float(everything["coverage"]), "interval_rows": int(everything["with_band"]),
+               "memory_interval_ratio_median": float(memory["median_upper_over_lower"])}  # fmt: skip
+    return "\n".join(lines), figures
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _cell_of(label: str, rows: list[Row]) -> tuple[int, int]:
+    """(row index, seats) of a calibration residual's id ("<row label> <seats> seats" or "... CPU")."""
+    head, _, tail = label.rpartition(" ")
+    if tail == "CPU":
+        return next(r.index for r in rows if r.label == head), CPU_SEATS
+    head, _, seats = head.rpartition(" ")
+    return next(r.index for r in rows if r.label == head), int(seats)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -453,10 +453,14 @@ def _build(rows: list[dict]) -> dict[str, Row]:
 
 
 def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], base: str,
-             seed_offset: int = 0) -> dict[str, Any]:  # fmt: skip
-    """Run one scenario (in a worker), its seed moved on by `seed_offset`, and return the
-    readings asked of it: {(quantity, args): value}."""
+             seed_offset: int = 0, draws: Any = None, draw: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Run one scenario (in a worker), its seed moved on by `seed_offset` (or, with `draws`, its
+    own seed and parameter draw `draw`), and return the readings asked of it, {(quantity, args):
+    value}, and the run's regime (`simapf.uncertainty.model_error.regime_of`)."""
     import simapf
+    from simapf.uncertainty.coverage import run_inputs
+    from simapf.uncertainty.intervals import drawn_scenario
+    from simapf.uncertainty.model_error import regime_of
 
     start = time.perf_counter()
     over = json.loads(overrides)
@@ -464,12 +468,17 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
     if seed_offset:
         over["run.seed"] = loaded.scenario.run.seed + seed_offset
         loaded = simapf.load_scenario(Path(base) / scenario, over)
+    if draws is not None:
+        data = drawn_scenario(loaded.scenario.model_dump(mode="json"), loaded.params, draws, draw)
+        loaded = simapf.load_scenario(data, base_dir=loaded.base_dir)
     result = simapf.run(loaded)
     params = loaded.params
     values = {}
     for quantity, args in readings:
         values[(quantity, args)] = float(EXTRACTORS[quantity](result, loaded, params, json.loads(args)))
-    return {"key": (scenario, overrides), "seed_offset": seed_offset, "values": values,
+    return {"key": (scenario, overrides), "seed_offset": seed_offset, "draw": draw if draws is not None else None,
+            "values": values, "regime": regime_of(result.summary),
+            "inputs": run_inputs(result.summary, loaded.scenario.model_dump(mode="json")),
             "wall_s": time.perf_counter() - start, "sim_s": loaded.scenario.run.duration_s}  # fmt: skip
 
 
@@ -484,13 +493,16 @@ def _cost_hint(scenario: str, base: Path) -> float:
 
 
 def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers: int | None = None,
-              path: str | Path = TABLE, seeds: int = SEEDS) -> pd.DataFrame:  # fmt: skip
+              path: str | Path = TABLE, seeds: int = SEEDS, draws: Any = None) -> pd.DataFrame:  # fmt: skip
     """Run the table's scenarios (or only what `rows`, a list of ids, needs) and compare; each
     reading is the median of `seeds` runs (a ratio, the ratio of its two medians).
 
     Returns one line per row: id, source, quantity, measured, predicted (in the row's unit), unit,
-    error (predicted/measured - 1), fold (max(p/m, m/p)), tolerance, within, and known_wrong,
-    setup, scenario, overrides. `workers`: local processes (default: every core; 1 = in this process).
+    error (predicted/measured - 1), fold (max(p/m, m/p)), tolerance, within, known_wrong, setup,
+    scenario, overrides, and the regime of its run (path, size, overloaded; a ratio's numerator's).
+    `workers`: local processes (default: every core; 1 = in this process). With `draws`
+    (`simapf.uncertainty.draws.ParameterDraws`): one run per row and draw, each on the scenario's
+    own seed with the draw's parameters, and one line per row and draw (column `draw`).
     """
     path = Path(path)
     base = path.parent
@@ -507,63 +519,76 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     if seeds < 1:
         raise ValueError("seeds must be at least 1")
     order = sorted(runs.items(), key=lambda kv: -_cost_hint(kv[0][0], base))
-    tasks = [(key, rs, k) for key, rs in order for k in range(seeds)]
+    if draws is None:
+        tasks = [(key, rs, k, 0) for key, rs in order for k in range(seeds)]
+    else:
+        tasks = [(key, rs, 0, d) for key, rs in order for d in range(len(draws))]
 
     from simapf.sweeps.backends import cpu_count
 
     n = max(1, min(workers or cpu_count(), len(tasks)))
     started = time.perf_counter()
-    draws: dict[tuple[str, str], list[dict]] = {}
+    done: dict[tuple[tuple[str, str], int], list[dict]] = {}  # (run, draw) -> its runs
     if n == 1:
-        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k) for (s, o), rs, k in tasks)
+        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in tasks)
     else:
         from joblib import Parallel, delayed
 
         parallel = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered", batch_size=1)
-        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k) for (s, o), rs, k in tasks)
+        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in tasks)
     for out in outputs:
-        draws.setdefault(out["key"], []).append(out)
+        done.setdefault((out["key"], out["draw"] or 0), []).append(out)
         if progress:
             s, o = out["key"]
-            print(f"[{time.perf_counter() - started:6.1f} s] {s} {o if o != '{}' else ''} seed +{out['seed_offset']} "
+            which = f"draw {out['draw']}" if out["draw"] is not None else f"seed +{out['seed_offset']}"
+            print(f"[{time.perf_counter() - started:6.1f} s] {s} {o if o != '{}' else ''} {which} "
                   f"({out['sim_s']:g} simulated s in {out['wall_s']:.1f} s)", flush=True)  # fmt: skip
 
-    def value(r: Reading) -> float:
-        got = [d["values"][(r.quantity, r.args)] for d in draws[r.run_key]]
+    def value(r: Reading, d: int) -> float:
+        got = [x["values"][(r.quantity, r.args)] for x in done[(r.run_key, d)]]
         return float(np.median(got)) if all(_finite(x) for x in got) else math.nan
 
+    def regime(r: Reading, d: int) -> Any:
+        return min(done[(r.run_key, d)], key=lambda x: x["seed_offset"])["regime"]
+
     lines = []
-    for rid in wanted:
-        row = built[rid]
-        spec = row.spec
-        scale = UNITS[spec["unit"]]
-        if spec["quantity"] == "ratio":
-            num, den = value(row.numerator), value(row.denominator)
-            predicted = num / den if _finite(num) and _finite(den) and den != 0 else math.nan
-        else:
-            predicted = value(row.reading) / scale
-        measured = float(spec["measured"])
-        lines.append({
-            "id": rid,
-            "source": spec["source"],
-            "quantity": spec["quantity"],
-            "measured": measured,
-            "predicted": predicted,
-            "unit": spec["unit"],
-            "error": predicted / measured - 1.0 if _finite(predicted) else math.nan,
-            "fold": fold(predicted, measured),
-            "tolerance": row.tolerance.text,
-            "within": row.tolerance.within(predicted, measured),
-            "known_wrong": spec.get("known_wrong"),
-            "setup": spec.get("setup", ""),
-            "scenario": spec["scenario"],
-            "overrides": spec.get("overrides") or {},
-        })  # fmt: skip
+    for d in range(1 if draws is None else len(draws)):
+        for rid in wanted:
+            row = built[rid]
+            spec = row.spec
+            scale = UNITS[spec["unit"]]
+            if spec["quantity"] == "ratio":
+                num, den = value(row.numerator, d), value(row.denominator, d)
+                predicted = num / den if _finite(num) and _finite(den) and den != 0 else math.nan
+            else:
+                predicted = value(row.reading, d) / scale
+            measured = float(spec["measured"])
+            where = regime(row.parts[0], d)
+            lines.append({
+                "id": rid,
+                "source": spec["source"],
+                "quantity": spec["quantity"],
+                "measured": measured,
+                "predicted": predicted,
+                "unit": spec["unit"],
+                "error": predicted / measured - 1.0 if _finite(predicted) else math.nan,
+                "fold": fold(predicted, measured),
+                "tolerance": row.tolerance.text,
+                "within": row.tolerance.within(predicted, measured),
+                "known_wrong": spec.get("known_wrong"),
+                "setup": spec.get("setup", ""),
+                "scenario": spec["scenario"],
+                "overrides": spec.get("overrides") or {},
+                "path": where.path, "size": where.size, "overloaded": where.overloaded,
+                **({"draw": d} if draws is not None else {}),
+            })  # fmt: skip
     df = pd.DataFrame(lines)
     df.attrs["wall_s"] = time.perf_counter() - started
     df.attrs["runs"] = len(tasks)
-    df.attrs["seeds"] = seeds
+    df.attrs["seeds"] = seeds if draws is None else 1
     df.attrs["workers"] = n
+    # Each run's inputs (simapf.uncertainty.coverage), its first seed's: where the model was checked.
+    df.attrs["inputs"] = [min(outs, key=lambda x: x["seed_offset"])["inputs"] for outs in done.values()]
     return df
 
 

@@ -76,6 +76,15 @@ def overview_figure(result: "Result") -> "Figure":
         return _overview(result)
 
 
+def _interval_band(ax, interval: dict | None, scale: float, what: str) -> None:
+    """A run with --uncertainty: the figure's interval as a shaded band across the panel."""
+    if not interval or interval["lo"] is None or interval["hi"] is None:
+        return
+    only = "" if "lo" in interval["parts"]["model_error"] else ", parameters only"
+    ax.axhspan(interval["lo"] * scale, interval["hi"] * scale, color="#999999", alpha=0.2, linewidth=0,
+               label=f"{what}: {interval['level']:.0%} interval{only}")  # fmt: skip
+
+
 def _overview(result: "Result") -> "Figure":
     import matplotlib
 
@@ -104,6 +113,7 @@ def _overview(result: "Result") -> "Figure":
             ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")
     if limit:
         ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
+    _interval_band(ax, summary["memory"].get("peak_rss_bytes_interval"), 1 / GiB, "peak RSS")
     ax.set_ylabel("GiB")
     ax.set_title("Memory per replica (RSS solid, Go heap dotted)" if replicas else "Memory")
     ax.legend(loc="upper left", fontsize="small", ncol=2 if replicas else 1)
@@ -125,6 +135,7 @@ def _overview(result: "Result") -> "Figure":
             ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
             ax.plot(t[1:], np.diff(gc.reindex(cpu.index).fillna(0).values) / dt, label="of which GC", alpha=0.8)
     ax.axhline(summary["cpu"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
+    _interval_band(ax, summary["cpu"].get("mean_cores_interval"), 1.0, "mean CPU")
     ax.set_ylabel("cores")
     ax.set_title("CPU per replica" if replicas else "CPU")
     ax.legend(loc="upper left", fontsize="small")

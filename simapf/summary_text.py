@@ -34,6 +34,12 @@ def format_summary(s: dict[str, Any]) -> str:
                      f"mean {_mb(m['mean_rss_steady_bytes'])}")  # fmt: skip
     notes_text = f" ({'; '.join(notes)})" if notes else ""
     add(f"  memory      peak RSS {_mb(m['peak_rss_bytes'])}{notes_text}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
+    if "scraped_peak_rss_bytes" in m:
+        # The peaks above are the true ones; a scrape sees less of what rises and falls between two.
+        every = s.get("scenario", {}).get("run", {}).get("scrape_interval_s")
+        when = f"scraped every {every:g} s" if every is not None else "scraped"
+        add(f"              true peaks; {when}, as Prometheus would see them: peak RSS "
+            f"{_mb(m['scraped_peak_rss_bytes'])}, peak Go heap {_mb(m['scraped_peak_heap_inuse_bytes'])}")  # fmt: skip
     steady_cpu = f" (steady state {c['mean_cores_steady']:.2f})" if "mean_cores_steady" in c else ""
     add(f"  CPU         mean {c['mean_cores']:.2f} cores{steady_cpu}, peak {c['peak_cores']:.2f} of {c['cores']:g}")
     add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")

@@ -110,7 +110,8 @@ class Recorder:
         for i, server in enumerate(self.cluster.servers):
             self.cpu_seconds_at_steady[i] = server.model.snapshot().cpu_seconds_total
 
-    def true_peaks(self, replica: int | None = None, from_ns: int = 0, until_ns: int | None = None) -> tuple[float, float]:
+    def true_peaks(self, replica: int | None = None, from_ns: int = 0,
+                   until_ns: int | None = None) -> tuple[float, float]:  # fmt: skip
         """(peak RSS, peak heap in use) of one replica, or the highest replica's, over the
         segments that start in [from_ns, until_ns): exact for a window that starts at a mark."""
         rss = heap = 0.0

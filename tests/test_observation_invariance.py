@@ -128,7 +128,8 @@ def test_the_true_peak_sees_what_happens_between_scrapes():
     assert m["scraped_peak_rss_bytes"] < m["peak_rss_bytes"]
     text = format_summary(s)
     assert f"peak RSS {m['peak_rss_bytes'] / 1e6:,.0f} MB" in text
-    assert f"true peaks; scraped every 15 s, as Prometheus would see them: peak RSS {m['scraped_peak_rss_bytes'] / 1e6:,.0f} MB" in text
+    scraped = f"{m['scraped_peak_rss_bytes'] / 1e6:,.0f} MB"
+    assert f"true peaks; scraped every 15 s, as Prometheus would see them: peak RSS {scraped}" in text
 
 
 # ---------------------------------------------------------------------- the loop's stops

@@ -160,10 +160,10 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     steady = sc.run.steady_from_s
     # With several replicas, per-process figures are per replica: means over the replicas, peaks
     # the highest replica's (what its limits are compared with); `replicas` gives each.
-    per_replica = [_replica_figures(series, label, duration, steady) for label in rec.replica_labels]
+    per_replica = [_replica_figures(series, label, duration, steady, cpu_at_steady)
+                   for label, cpu_at_steady in zip(rec.replica_labels, rec.cpu_seconds_at_steady)]  # fmt: skip
     rss = series[series["metric"] == "process_resident_memory_bytes"]
     rss_steady = rss[rss["time_s"] >= steady]["value"]
-    ooms = _counter_over_replicas(series, "simapf_oom_kills_total")
     by_class = {}
     for row in client_latency.to_dict("records"):
         # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
@@ -175,12 +175,17 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         end = event_end_s(e)
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
         window = rss[(rss["time_s"] >= e.at_s) & (rss["time_s"] <= nxt)]["value"]
-        kills = ooms[(ooms.index >= e.at_s) & (ooms.index <= nxt)]
+        # OOM kills in [at_s, the next event), the last window to the end of the run inclusive.
+        kills = [d for d in sim.balancer.deaths
+                 if d.reason == "oom" and e.at_s <= d.at_s and (d.at_s < nxt or nxt == duration)]  # fmt: skip
         events.append({
             "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
             "recovery_s": rec.recovery_s(end),
-            "peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
-            "oom_kills_until_next_event": int(kills.iloc[-1] - kills.iloc[0]) if len(kills) else 0,
+            "peak_rss_bytes_until_next_event": (
+                rec.true_peaks(from_ns=int(e.at_s * NS_PER_S), until_ns=int(nxt * NS_PER_S))[0]
+                if e.at_s < duration else None),
+            "scraped_peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
+            "oom_kills_until_next_event": len(kills),
         })  # fmt: skip
 
     clients = []
@@ -226,17 +231,23 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         "source": sim.loaded.source,
         "duration_s": duration,
         "wall_s": round(wall_s, 3),
+        # Peaks: the true ones (the model's, exact), and `scraped_*` the highest scrape, what
+        # Prometheus scraping every run.scrape_interval_s would show.
         "memory": {
             "peak_rss_bytes": rec.peak_rss,
             "peak_heap_inuse_bytes": rec.peak_heap,
+            "scraped_peak_rss_bytes": rec.scraped_peak_rss,
+            "scraped_peak_heap_inuse_bytes": rec.scraped_peak_heap,
             "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
             "steady_state_from_s": steady,
             "peak_rss_steady_bytes": rec.peak_rss_steady,
+            "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady,
             "oom_killed": rec.rss_at_oom_kill is not None,
             "rss_at_oom_kill_bytes": rec.rss_at_oom_kill,
             "oom_demand_bytes": rec.oom_demand,
             "mean_rss_steady_bytes": float(rss_steady.mean()) if len(rss_steady) else None,
             "peak_heap_steady_bytes": rec.peak_heap_steady,
+            "scraped_peak_heap_steady_bytes": rec.scraped_peak_heap_steady,
         },
         "cpu": {
             "mean_cores": sum(r["mean_cores"] for r in per_replica) / n_replicas,
@@ -279,8 +290,10 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     }
 
 
-def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float) -> dict[str, float]:
-    """One replica's CPU from its counters (the series labelled `label`)."""
+def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float,
+                     cpu_at_steady: float) -> dict[str, float]:  # fmt: skip
+    """One replica's CPU from its counters (the series labelled `label`) and its CPU counter
+    when the steady state started (`cpu_at_steady`)."""
     mine = series[series["replica"].fillna("") == label]
 
     def counter(name: str) -> pd.Series:
@@ -291,7 +304,7 @@ def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: 
     gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
     cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
     gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
-    cpu_steady = float(cpu.iloc[-1] - np.interp(steady, cpu.index.to_numpy(), cpu.to_numpy())) if len(cpu) else 0.0
+    cpu_steady = float(cpu.iloc[-1] - cpu_at_steady) if len(cpu) else 0.0
     return {
         "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
         "peak_cores": float(cores.max()) if len(cores) else 0.0,
@@ -311,19 +324,16 @@ def _summed(counts: Iterable[dict]) -> dict:
     return total
 
 
-def _counter_over_replicas(series: pd.DataFrame, name: str) -> pd.Series:
-    """A counter summed over the replicas, by time."""
-    return series[series["metric"] == name].groupby("time_s")["value"].sum()
-
-
 def _replica_summary(sim: Finished, i: int, figures: dict[str, float], duration: float) -> dict[str, Any]:
     server = sim.servers[i]
     process = server.model.process
     rec = sim.recorder
     return {
         "replica": i,
-        "peak_rss_bytes": rec.peak_rss_by_replica[i],
-        "peak_rss_steady_bytes": rec.peak_rss_steady_by_replica[i],
+        "peak_rss_bytes": rec.true_peaks(i)[0],
+        "peak_rss_steady_bytes": rec.true_peaks_steady(i)[0],
+        "scraped_peak_rss_bytes": rec.scraped_peak_rss_by_replica[i],
+        "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady_by_replica[i],
         "mean_cores": figures["mean_cores"],
         "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
         "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,

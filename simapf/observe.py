@@ -10,10 +10,17 @@ successful requests (8 bytes each, no Python object per request): exact percenti
 bucket error, read without a copy when the result is built. One record per request
 is opt-in (`run.request_records`).
 
-Peaks are the highest scrape (and the RSS an OOM kill ended, which happens between scrapes:
-what the process had when an allocation did not fit, at most the limit), over the whole run and over the steady-state window from `steady_from_s` on: a
-running maximum that starts at the window. With several apiserver replicas each has its own
-per-process series (label `replica`) and peaks; `peak_rss` and the like are the highest replica's.
+Peaks come two ways. The true peaks of RSS and heap in use are the model's own
+(`MemoryModel.peak_rss`, followed at every change, an OOM kill's RSS included), kept per segment
+of the run between marks: the start of the steady-state window (`steady_from_ns`) and each
+scenario event's time, so that a window starting at a mark reads its exact peak. The scraped
+peaks are the highest scrape, what Prometheus scraping at the same interval would show: they
+miss whatever rose and fell between two scrapes, an OOM kill's RSS too. With several apiserver
+replicas each has its own per-process series (label `replica`) and peaks; `peak_rss` and the
+like are the highest replica's.
+
+Nothing here changes the model: a scrape reads it (`ResourceModel.snapshot`), a mark only
+restarts the peaks the model follows.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
 
 class Recorder:
     def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], keep_records: bool,
-                 steady_from_s: float = float("inf")) -> None:  # fmt: skip
+                 steady_from_ns: int | None = None) -> None:  # fmt: skip
         self.cluster = cluster
         self.groups = groups
         self.keep_records = keep_records
@@ -63,36 +70,102 @@ class Recorder:
         self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
         self._rejected_seen = 0
-        self.steady_from_s = steady_from_s
+        # None: no steady-state window (its peaks and CPU are then those of no time at all).
+        self.steady_from_ns = steady_from_ns
+        self.steady_from_s = steady_from_ns / NS_PER_S if steady_from_ns is not None else float("inf")
         n = len(cluster.servers)
-        # Peaks per replica, over the run and from steady_from_s on.
-        self.peak_rss_by_replica = [0.0] * n
-        self.peak_heap_by_replica = [0.0] * n
-        self.peak_rss_steady_by_replica = [0.0] * n
-        self.peak_heap_steady_by_replica = [0.0] * n
+        # True peaks per replica and segment: (its start, peak RSS, peak heap in use).
+        self.segments: list[list[tuple[int, float, float]]] = [[] for _ in range(n)]
+        self._segment_from_ns = cluster.env.now
+        # Scraped peaks per replica, over the run and from steady_from_ns on.
+        self.scraped_peak_rss_by_replica = [0.0] * n
+        self.scraped_peak_heap_by_replica = [0.0] * n
+        self.scraped_peak_rss_steady_by_replica = [0.0] * n
+        self.scraped_peak_heap_steady_by_replica = [0.0] * n
+        # Each replica's process_cpu_seconds_total when the steady state starts.
+        self.cpu_seconds_at_steady = [0.0] * n
+        if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
+            self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
         self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
         self.replica_labels = [str(i) for i in range(n)] if n > 1 else [""]
-        # An OOM kill happens between scrapes; the RSS then was at least the limit.
         for i, server in enumerate(cluster.servers):
             server.model.process.on_death.append(partial(self._killed, i))
+
+    # ------------------------------------------------------------------ true peaks
+
+    def mark(self) -> None:
+        """A window starts now (the steady state, an event): the true peaks start a segment."""
+        now = self.cluster.env.now
+        self._close_segment()
+        self._segment_from_ns = now
+        if now == self.steady_from_ns:
+            self._steady_starts()
+
+    def finish(self) -> None:
+        """The run has ended: the last segment is closed."""
+        self._close_segment()
+
+    def _close_segment(self) -> None:
+        start = self._segment_from_ns
+        for i, server in enumerate(self.cluster.servers):
+            rss, heap = server.model.memory.restart_peaks()
+            self.segments[i].append((start, rss, heap))
+
+    def _steady_starts(self) -> None:
+        for i, server in enumerate(self.cluster.servers):
+            self.cpu_seconds_at_steady[i] = server.model.snapshot().cpu_seconds_total
+
+    def true_peaks(self, replica: int | None = None, from_ns: int = 0,
+                   until_ns: int | None = None) -> tuple[float, float]:  # fmt: skip
+        """(peak RSS, peak heap in use) of one replica, or the highest replica's, over the
+        segments that start in [from_ns, until_ns): exact for a window that starts at a mark."""
+        rss = heap = 0.0
+        replicas = range(len(self.segments)) if replica is None else [replica]
+        for i in replicas:
+            for start, r, h in self.segments[i]:
+                if start >= from_ns and (until_ns is None or start < until_ns):
+                    rss = r if r > rss else rss
+                    heap = h if h > heap else heap
+        return rss, heap
+
+    def true_peaks_steady(self, replica: int | None = None) -> tuple[float, float]:
+        if self.steady_from_ns is None:
+            return 0.0, 0.0
+        return self.true_peaks(replica, self.steady_from_ns)
 
     # The highest of any replica: what a memory limit is compared with.
     @property
     def peak_rss(self) -> float:
-        return max(self.peak_rss_by_replica)
+        return self.true_peaks()[0]
 
     @property
     def peak_heap(self) -> float:
-        return max(self.peak_heap_by_replica)
+        return self.true_peaks()[1]
 
     @property
     def peak_rss_steady(self) -> float:
-        return max(self.peak_rss_steady_by_replica)
+        return self.true_peaks_steady()[0]
 
     @property
     def peak_heap_steady(self) -> float:
-        return max(self.peak_heap_steady_by_replica)
+        return self.true_peaks_steady()[1]
+
+    @property
+    def scraped_peak_rss(self) -> float:
+        return max(self.scraped_peak_rss_by_replica)
+
+    @property
+    def scraped_peak_heap(self) -> float:
+        return max(self.scraped_peak_heap_by_replica)
+
+    @property
+    def scraped_peak_rss_steady(self) -> float:
+        return max(self.scraped_peak_rss_steady_by_replica)
+
+    @property
+    def scraped_peak_heap_steady(self) -> float:
+        return max(self.scraped_peak_heap_steady_by_replica)
 
     # ------------------------------------------------------------------ per request
 
@@ -184,11 +257,12 @@ class Recorder:
         openapi = server.model.openapi
         if openapi.eager:
             add(t, "aggregator_openapi_v2_regeneration_count", openapi.rebuilds, replica=replica)
-        self.peak_rss_by_replica[i] = max(self.peak_rss_by_replica[i], snap.rss_bytes)
-        self.peak_heap_by_replica[i] = max(self.peak_heap_by_replica[i], snap.heap_inuse_bytes)
-        if t >= self.steady_from_s:
-            self.peak_rss_steady_by_replica[i] = max(self.peak_rss_steady_by_replica[i], snap.rss_bytes)
-            self.peak_heap_steady_by_replica[i] = max(self.peak_heap_steady_by_replica[i], snap.heap_inuse_bytes)
+        self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], snap.rss_bytes)
+        self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], snap.heap_inuse_bytes)
+        if self.steady_from_ns is not None and snap.t_ns >= self.steady_from_ns:
+            self.scraped_peak_rss_steady_by_replica[i] = max(self.scraped_peak_rss_steady_by_replica[i], snap.rss_bytes)
+            self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i],
+                                                              snap.heap_inuse_bytes)  # fmt: skip
         if snap.up:
             for name, level in server.apf.levels.items():
                 g = level.queueset.gauges()
@@ -218,12 +292,8 @@ class Recorder:
     def _killed(self, i: int, now_ns: int) -> None:
         model = self.cluster.servers[i].model
         if model.process.last_down_reason == "oom":
-            reached = model.rss_at_oom_bytes
-            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, reached)
+            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, model.rss_at_oom_bytes)
             self.oom_demand = max(self.oom_demand or 0.0, model.oom_demand_bytes)
-            self.peak_rss_by_replica[i] = max(self.peak_rss_by_replica[i], reached)
-            if now_ns / NS_PER_S >= self.steady_from_s:
-                self.peak_rss_steady_by_replica[i] = max(self.peak_rss_steady_by_replica[i], reached)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,
@@ -322,6 +392,12 @@ class Dashboard:
             rejected += server.completed[REJECTED]
             pending += server.pending
         self.scrapes.append(Reading(t, rss, heap, cpu, client, ok, rejected, self._due(), pending))
+
+    def mark(self) -> None:
+        """A window starts now: the lean readings are those of the scrapes, evenly spaced."""
+
+    def finish(self) -> None:
+        """The run is over: nothing is left to read."""
 
     def _due(self) -> int:
         return sum(g.stats.attempts + len(g.held) for g in self.groups)

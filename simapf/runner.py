@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
@@ -23,7 +23,6 @@ from simapf.result import Result
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.scenario.schema import Scenario
 from simapf.server.etcd import EtcdModel
-from simapf.server.process import ProcessState
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.balancer import LoadBalancer
@@ -78,13 +77,14 @@ class Simulation:
         self.server = self.servers[0]  # the only one unless apiserver.replicas > 1
         for server in self.servers:
             server.model.set_watch_cache(self.inventory.cached_resources())
+            # From here each write reaches every replica's watch caches as it is committed.
+            self.inventory.follow(server.model.watch_cache_event)
         for group in sc.crds_at_start():
             self.inventory.install_crds(group, group.count)
             for server in self.servers:
                 server.model.set_crds(group.count * params.crds.crd_bytes(group.served_versions, group.schema_bytes))
                 server.model.openapi.crds_changed(
                     group.count * params.crds.crd_openapi_bytes(group.served_versions, group.schema_bytes), rebuild=False)
-        self._cache_versions = [0] * api.replicas
         lb = api.load_balancer
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
@@ -99,47 +99,63 @@ class Simulation:
                                       steady_from_s=sc.run.steady_from_s)  # fmt: skip
         else:
             self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
-                                     steady_from_s=sc.run.steady_from_s)  # fmt: skip
+                                     steady_from_ns=_ns(sc.run.steady_from_s))  # fmt: skip
             self.cluster.observer = self.recorder.completed
         self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
                                   {g.name: g for g in sc.crds})  # fmt: skip
 
     def run(self, progress: bool = False) -> Result | Readings:
-        """Run to the end: a `Result`, or `Readings` when lean."""
+        """Run to the end: a `Result`, or `Readings` when lean. The loop stops at every scrape
+        and at the starts of the windows the summary's peaks cover (the steady state, each
+        event); what it does there only reads the model, and stopping keeps every event's order
+        (see `Environment.run_until`), so how often a run is observed never changes it."""
         sc = self.scenario
         env = self.env
-        step_ns = int(sc.run.scrape_interval_s * NS_PER_S)
-        end_ns = int(sc.run.duration_s * NS_PER_S)
+        end_ns = _ns(sc.run.duration_s)
         for g in self.groups.values():
             g.start()
         self.events.schedule(sc.events)
         wall0 = time.perf_counter()
         bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
-        t = 0
+        marks = [_ns(sc.run.steady_from_s), *(_ns(e.at_s) for e in sc.events)]
         self.recorder.scrape()
         with fewer_collections():
-            while t < end_ns:
-                t = min(t + step_ns, end_ns)
+            for t, mark, scrape in stops(_ns(sc.run.scrape_interval_s), end_ns, marks):
                 env.run_until(t)
-                self._refresh_watch_cache()
-                self.recorder.scrape()
+                if mark:
+                    self.recorder.mark()
+                if scrape:
+                    self.recorder.scrape()
                 if bar is not None:
                     bar.update(round(t / NS_PER_S - bar.n, 6))
+        self.recorder.finish()
         if bar is not None:
             bar.close()
         if isinstance(self.recorder, Dashboard):
             return self.recorder.readings()
         return collect(self, wall_s=time.perf_counter() - wall0)
 
-    def _refresh_watch_cache(self) -> None:
-        # Writes change what the watch caches hold; the model follows once per scrape.
-        version = sum(o.version for o in self.inventory.by_key.values())
-        for i, server in enumerate(self.servers):
-            model = server.model
-            # A refilling cache is filled from etcd as it is then; apply changes once it is up.
-            if version != self._cache_versions[i] and model.state is ProcessState.UP:
-                self._cache_versions[i] = version
-                model.set_watch_cache(self.inventory.cached_resources())
+
+def stops(step_ns: int, end_ns: int, marks: Iterable[int]) -> Iterator[tuple[int, bool, bool]]:
+    """Where a run stops, in order: (time, a window starts there, a scrape is due there). Scrapes
+    every `step_ns` from the start and one at `end_ns`; marks strictly inside the run."""
+    pending = sorted({m for m in marks if 0 < m < end_ns}, reverse=True)
+    scrape = min(step_ns, end_ns)
+    while True:
+        t = min(scrape, pending[-1]) if pending else scrape
+        mark = bool(pending) and pending[-1] == t
+        if mark:
+            pending.pop()
+        yield t, mark, t == scrape
+        if t == end_ns:
+            return
+        if t == scrape:
+            scrape = min(scrape + step_ns, end_ns)
+
+
+def _ns(seconds: float) -> int:
+    """Seconds as the whole nanoseconds the run schedules them at."""
+    return int(seconds * NS_PER_S)
 
 
 def _admission(sc: Scenario, env: Environment, seed: int) -> Admission | None:

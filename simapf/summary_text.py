@@ -36,6 +36,12 @@ def format_summary(s: dict[str, Any]) -> str:
     rss = interval_text("memory", m["peak_rss_bytes"], m["peak_rss_bytes_interval"]) if "peak_rss_bytes_interval" in m \
         else _mb(m["peak_rss_bytes"])
     add(f"  memory      peak RSS {rss}{notes_text}, peak Go heap {_mb(m['peak_heap_inuse_bytes'])}")
+    if "scraped_peak_rss_bytes" in m:
+        # The peaks above are the true ones; a scrape sees less of what rises and falls between two.
+        every = s.get("scenario", {}).get("run", {}).get("scrape_interval_s")
+        when = f"scraped every {every:g} s" if every is not None else "scraped"
+        add(f"              true peaks; {when}, as Prometheus would see them: peak RSS "
+            f"{_mb(m['scraped_peak_rss_bytes'])}, peak Go heap {_mb(m['scraped_peak_heap_inuse_bytes'])}")  # fmt: skip
     steady_cpu = f" (steady state {c['mean_cores_steady']:.2f})" if "mean_cores_steady" in c else ""
     mean_cpu = interval_text("cpu", c["mean_cores"], c["mean_cores_interval"]) if "mean_cores_interval" in c \
         else f"{c['mean_cores']:.2f} cores"
@@ -134,7 +140,7 @@ _SHOWN = {
 }
 
 
-_LABELS = {"peak_rss_bytes": "peak RSS", "peak_heap_inuse_bytes": "peak Go heap", "mean_cores": "mean CPU",
+_LABELS = {"peak_rss_bytes": "peak RSS", "scraped_peak_rss_bytes": "peak RSS, scraped", "peak_heap_inuse_bytes": "peak Go heap", "mean_cores": "mean CPU",
            "oom_kills": "OOM kills", "rejected_share": "rejected (429) share"}
 
 

@@ -269,6 +269,25 @@ class ProcessorSharing:
         self._advance(self.clock.now)
         return self._foreign_core_s
 
+    def usage_now(self) -> tuple[float, float, float]:
+        """(request, mark worker, foreign) core-seconds since the start, as the three methods
+        above give them, but without bringing the integration up to now: a reading (a scrape)
+        leaves the model's arithmetic, and so its every later float, as it was."""
+        req, gc, foreign = self._req_core_s, self._gc_core_s, self._foreign_core_s
+        dt = self.clock.now - self._t
+        if dt:
+            dts = dt * _INV_NS
+            r = self._r
+            if r:
+                kf = self._kf
+                req += (self._k - kf) * r * dts
+                foreign += kf * r * dts
+            g = self._g
+            if g:
+                done = g * dts
+                gc += done if done < self._gc_rem else self._gc_rem
+        return req, gc, foreign
+
     def clear(self) -> None:
         """Drop every job and the mark phase without calling back (the process died)."""
         self._advance(self.clock.now)

@@ -31,6 +31,15 @@ Quantities, all bytes (floats):
 
 RSS only rises when an allocation grows the heap, so checking the container limit at each
 allocation finds every crossing without a time step.
+
+`peak_rss` and `peak_heap` are the highest RSS and heap in use since `restart_peaks` (or since the
+model was made), followed at every change that can raise them: an allocation (one the container
+refuses kills the process and is not counted), a heap set without one (a process starting, watch
+caches registered) and, with untouched pages, an encode buffer's pages written or given back. So
+they are exact, whenever and however often anyone reads the model (to the rounding of moves that
+leave RSS as it is, such as an allocation on free pages: far below a byte). Reading it (`rss_now`,
+`heap_free_now`) changes nothing: the background scavenger is brought up to now only by the
+model's own events.
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ class MemoryModel:
         self.pools = (EncodeBufferPool(procs, seed, DOUBLING, by_written=self.untouched_pages),
                       EncodeBufferPool(procs, seed, ALLOCATOR))  # fmt: skip
         self.start_process(params.process.live_heap_bytes)
+        self.note_peaks()
 
     def start_process(self, base_live: float) -> None:
         """A fresh process: the heap holds exactly its live baseline."""
@@ -110,9 +120,6 @@ class MemoryModel:
         self.lazy_free = 0.0
         self.retained_goal = float("inf")
         self._scav_t = self.clock.now
-        rss = self.rss_bytes()
-        if rss > self.peak_rss:
-            self.peak_rss = rss
 
     def kill(self) -> None:
         """The process is gone: it holds no memory."""
@@ -175,8 +182,6 @@ class MemoryModel:
         """Allocate `nbytes`; returns the assist CPU (core-s) the allocator owes the GC, or -1.0
         if the allocation pushed RSS over the container limit and the process was killed."""
         heap = self.heap_live = self.heap_live + nbytes
-        if heap > self.peak_heap:
-            self.peak_heap = heap
         self.alloc_total += nbytes
         free = self.heap_free
         if free > 0.0 and heap + free > self.retained_goal:
@@ -184,6 +189,11 @@ class MemoryModel:
             free = self.heap_free
         if free >= nbytes:
             self.heap_free = free - nbytes
+            # RSS stays (but for the rounding of moving bytes from free to in use, far below a
+            # byte, not followed: it would cost every allocation), or rises by the pages of a
+            # buffer just taken that were untouched.
+            if self.untouched_pages:
+                self.note_rss()
         else:
             self.heap_free = 0.0
             lazy = self.lazy_free
@@ -195,14 +205,16 @@ class MemoryModel:
             untouched = self.untouched if self.untouched_pages else 0.0
             rss = (heap + lazy - untouched) * self.meta + self.nonheap_bytes
             limit = self.limit_bytes
-            if rss > self.peak_rss:
-                self.peak_rss = rss
             if limit is not None and rss > limit:
                 # The RSS the process had: the kernel kills it when this allocation does not fit.
                 self.rss_before_kill = (heap - nbytes + free + lazy - untouched) * self.meta + self.nonheap_bytes
                 if self.on_over_limit is not None:
                     self.on_over_limit()
                 return -1.0
+            if rss > self.peak_rss:
+                self.peak_rss = rss
+        if heap > self.peak_heap:
+            self.peak_heap = heap
         gc = self.gc
         if gc is None:
             return 0.0
@@ -212,6 +224,34 @@ class MemoryModel:
         if heap >= gc.trigger:
             gc.start_cycle()
         return 0.0
+
+    # ------------------------------------------------------------------ peaks
+
+    def note_rss(self) -> None:
+        """RSS may have risen without an allocation: follow its peak."""
+        rss = self.rss_bytes()
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+
+    def note_peaks(self) -> None:
+        """The heap was set without an allocation (a process starting, watch caches
+        registered): follow both peaks."""
+        self.note_rss()
+        if self.heap_live > self.peak_heap:
+            self.peak_heap = self.heap_live
+
+    def note_rss_reached(self, rss: float) -> None:
+        """The process had `rss` (an OOM kill's, at most the limit) at some instant."""
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+
+    def restart_peaks(self) -> tuple[float, float]:
+        """The highest (RSS, heap in use) since the last call; the peaks start again from what
+        the process has now."""
+        ended = (self.peak_rss, self.peak_heap)
+        self.peak_rss = self.rss_now()
+        self.peak_heap = self.heap_live
+        return ended
 
     # ------------------------------------------------------------------ GC and scavenger
 
@@ -246,24 +286,43 @@ class MemoryModel:
     def scavenge(self) -> None:
         """Bring the background scavenger up to now: release free pages above the retained
         goal at `scavenge_rate` bytes per second of elapsed time."""
-        now = self.clock.now
-        dt = (now - self._scav_t) * _INV_NS
-        self._scav_t = now
+        release = self._release_due()
+        self._scav_t = self.clock.now
+        if release <= 0.0:
+            return
+        self.heap_free -= release
+        self.released_bytes += release
+        if self.lazy_release:
+            self.lazy_free += release
+
+    def _release_due(self) -> float:
+        """What the background scavenger has released since it was last brought up to now."""
+        dt = (self.clock.now - self._scav_t) * _INV_NS
         free = self.heap_free
         if free <= 0.0 or dt <= 0.0:
-            return
+            return 0.0
         excess = self.heap_live + free - self.retained_goal
         if excess <= 0.0:
-            return
+            return 0.0
         release = self.scavenge_rate * dt
         if release > excess:
             release = excess
         if release > free:
             release = free
-        self.heap_free = free - release
-        self.released_bytes += release
-        if self.lazy_release:
-            self.lazy_free += release
+        return release
+
+    def heap_free_now(self) -> float:
+        """`heap_free` as it is now, the scavenger's release since its last step taken off,
+        without stepping it (a reading must not change the model's arithmetic)."""
+        return self.heap_free - self._release_due()
+
+    def rss_now(self) -> float:
+        """RSS now, read as `heap_free_now` is: the model is left as it was."""
+        if not self.alive:
+            return 0.0
+        release = self._release_due()
+        lazy = self.lazy_free + release if self.lazy_release else self.lazy_free
+        return (self.heap_live + (self.heap_free - release) + lazy - self.untouched) * self.meta + self.nonheap_bytes
 
     def _scavenge_to_memory_limit(self) -> None:
         # Over GOMEMLIMIT the runtime scavenges synchronously, not at the background pace.

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from simapf.environment import Environment
-from simapf.server.costs import RequestPlan, compute_plan, refill_plan
+from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EmbeddedEtcd, EtcdModel, etcd_for
 from simapf.server.gc import GoGC
@@ -153,7 +153,8 @@ class ResourceModel:
         self.oom_demand_bytes = 0.0  # what the allocation that did not fit would have made it
         self.process = ServerProcessState()
         self._plans: dict[RequestCost, RequestPlan] = {}
-        self._resources: dict[str, CachedResource] = {}
+        self._resources: dict[str, CachedResource] = {}  # as registered
+        self._objects: dict[str, list[float]] = {}  # name -> [objects, stored bytes] in etcd now
         self._cache_bytes: dict[str, float] = {}
         self._ready: set[str] = set()
         self._refilling = 0
@@ -316,6 +317,8 @@ class ResourceModel:
         pool = mem.pools[req.plan.buffer_growth]
         pool.put(pool.proc(req.key, PUT), req.buffer_written)
         req.buffer = req.buffer_written = 0.0
+        if mem.untouched_pages:
+            mem.note_rss()  # the pool may count fewer of its pages untouched than the request did
 
     def _step(self, job: tuple[Running, int], first_bytes: float = 0.0) -> None:
         req, left = job
@@ -386,17 +389,53 @@ class ResourceModel:
     # ------------------------------------------------------------------ watch cache
 
     def set_watch_cache(self, resources: Iterable[CachedResource]) -> None:
-        """Register the watch-cached resources, taken as filled now (call at the start)."""
+        """Register the watch-cached resources, taken as filled now (call at the start; later
+        changes come one event at a time, `watch_cache_event`)."""
         before = self.memory.rss_bytes()
         for res in resources:
-            _plan, nbytes = refill_plan(self.params, res.object_count, res.stored_bytes, res.decoded_multiplier)
-            old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
             self._resources[res.name] = res
+            self._objects[res.name] = [res.object_count, res.stored_bytes]
+            nbytes = self._cache_size(res)
+            old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
             self._cache_bytes[res.name] = nbytes
             if self.up:
                 self._add_base(nbytes - old)
                 self._ready.add(res.name)
         self._check_start(before)
+
+    def watch_cache_event(self, name: str, objects: int, stored_bytes: float) -> None:
+        """A write to the watch-cached resource `name` committed: `objects` objects (1 a create,
+        -1 a delete) of `stored_bytes` in etcd (negative for a delete). A ready cache applies
+        the event now, as kube-apiserver's watch cache applies each event as it arrives: a new
+        object is allocated and stays live; a deleted one is garbage for the next GC cycle. A
+        cache that is not ready (the process down, or the resource's refill under way) takes
+        the resource as it then is when it is filled (`_restart`, `_refill_done`)."""
+        now = self._objects[name]
+        now[0] += objects
+        now[1] += stored_bytes
+        if name in self._ready:  # ready: the process is up too
+            self._resize_cache(name, self._cache_size(self._resources[name]))
+
+    def _current(self, res: CachedResource) -> CachedResource:
+        """The resource as etcd holds it now (registered, then every write since)."""
+        objects, stored = self._objects[res.name]
+        return CachedResource(res.name, int(objects), stored, res.decoded_multiplier)
+
+    def _cache_size(self, res: CachedResource) -> float:
+        """The bytes the cache of `res` holds once it has every write committed so far."""
+        objects, stored = self._objects[res.name]
+        return cache_bytes(self.params, int(objects), stored, res.decoded_multiplier)
+
+    def _resize_cache(self, name: str, nbytes: float) -> None:
+        """The ready cache of `name` holds `nbytes` from now on."""
+        grown = nbytes - self._cache_bytes[name]
+        self._cache_bytes[name] = nbytes
+        mem = self.memory
+        mem.base_live += grown
+        if grown > 0.0:
+            assist = mem.allocate(grown)
+            if assist > 0.0:
+                self.cpu.add(assist, _nothing)  # the cache's goroutine pays its GC assist
 
     def set_crds(self, nbytes: float) -> None:
         """CustomResourceDefinitions installed before the run: `nbytes` of live heap that every
@@ -429,6 +468,8 @@ class ResourceModel:
         if self.up and limit is not None and self.memory.rss_bytes() > limit:
             self.memory.rss_before_kill = before
             self._oom()
+        elif self.up:
+            self.memory.note_peaks()
 
     def watch_cache_ready(self, name: str) -> bool:
         """Whether the resource's watch cache is filled (serving_path's `cache_ready`)."""
@@ -436,7 +477,7 @@ class ResourceModel:
 
     @property
     def resources(self) -> tuple[CachedResource, ...]:
-        return tuple(self._resources.values())
+        return tuple(self._current(res) for res in self._resources.values())
 
     # ------------------------------------------------------------------ life and death
 
@@ -476,6 +517,7 @@ class ResourceModel:
         limit = self.params.process.memory_limit_bytes or self.oom_demand_bytes
         self.rss_at_oom_bytes = min(before if before is not None else limit, limit)
         mem.rss_before_kill = None
+        mem.note_rss_reached(self.rss_at_oom_bytes)  # what it had when it was killed: its peak may be that
         self.kill("oom")
 
     def _restart(self, event: simpy.Event) -> None:
@@ -487,7 +529,7 @@ class ResourceModel:
         self.memory.start_process(self.params.process.live_heap_bytes + self.crd_bytes)
         self.gc.reset()
         epoch = self.process.epoch
-        refill = list(self._resources.values())
+        refill = self.resources  # as etcd holds them now
         self.process.came_back(now, refilling=bool(refill))
         if self.process.epoch != epoch:
             return  # a restart hook killed it again
@@ -496,6 +538,7 @@ class ResourceModel:
             # The CRDs it must serve do not fit: killed as it starts, again after each restart.
             self._oom()
             return
+        self.memory.note_peaks()
         if not refill:
             self.process.became_ready(now)
             return
@@ -527,7 +570,15 @@ class ResourceModel:
         # The range response is garbage now; the decoded objects stay as the cache.
         mem.inflight_live -= plan.live_bytes
         mem.base_live += nbytes
+        self._cache_bytes[name] = nbytes
         self._ready.add(name)
+        # Writes committed since its LIST read etcd: the cache applies them now, as its watch
+        # delivers them.
+        current = self._cache_size(self._resources[name])
+        if current != nbytes:
+            self._resize_cache(name, current)
+            if epoch != self.process.epoch:
+                return  # they did not fit
         self._refilling -= 1
         if self._refilling == 0:
             self.process.became_ready(self.clock.now)
@@ -539,18 +590,18 @@ class ResourceModel:
         mem = self.memory
         gc = self.gc
         cpu = self.cpu
-        if self.up:
-            mem.scavenge()
-        req_cpu = cpu.request_core_seconds()
-        gc_cpu = cpu.gc_core_seconds() + gc.assist_core_s_total
+        # Read without stepping the scavenger or the CPU integrals: what is read, and how often,
+        # must not change the model (their floats, and so every later event).
+        req_cpu, mark_cpu, foreign_cpu = cpu.usage_now()
+        gc_cpu = mark_cpu + gc.assist_core_s_total
         up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self.up else 0.0)
         return ServerSnapshot(
             t_ns=now,
             up=self.up,
             state=self.process.state.value,
-            rss_bytes=mem.rss_bytes(),
+            rss_bytes=mem.rss_now(),
             heap_inuse_bytes=mem.heap_live,
-            heap_free_bytes=mem.heap_free,
+            heap_free_bytes=mem.heap_free_now(),
             heap_goal_bytes=gc.goal if self.up else 0.0,
             heap_trigger_bytes=gc.trigger if self.up else 0.0,
             live_bytes=mem.live_bytes,
@@ -558,7 +609,7 @@ class ResourceModel:
             garbage_bytes=mem.garbage_bytes,
             gc_cycles=gc.cycles,
             gc_marking=gc.marking,
-            cpu_seconds_total=req_cpu + cpu.gc_core_seconds() + self.baseline_cores * up_s,
+            cpu_seconds_total=req_cpu + mark_cpu + self.baseline_cores * up_s,
             request_cpu_seconds_total=req_cpu - gc.assist_core_s_total,
             gc_cpu_seconds_total=gc_cpu,
             requests_executing=cpu.jobs,
@@ -567,14 +618,17 @@ class ResourceModel:
             oom_kills=self.process.oom_kills,
             alloc_bytes_total=mem.alloc_total,
             responses_writing=self.writing,
-            client_cpu_seconds_total=cpu.foreign_core_seconds(),
+            client_cpu_seconds_total=foreign_cpu,
         )
 
 
 def sample_every(
     model: ResourceModel, interval_ns: int, sink: Callable[[ServerSnapshot], None]
 ) -> simpy.Process:
-    """Start a SimPy process that passes `model.snapshot()` to `sink` every `interval_ns`."""
+    """Start a SimPy process that passes `model.snapshot()` to `sink` every `interval_ns`.
+
+    A snapshot reads the model without changing it, so sampling, at any interval, leaves the
+    run as it would be without it."""
     if interval_ns <= 0:
         raise ValueError("interval_ns must be positive")
     env = model.env
@@ -585,3 +639,7 @@ def sample_every(
             yield env.timeout(interval_ns)
 
     return env.process(loop())
+
+
+def _nothing(_arg: object) -> None:
+    """A CPU job nobody waits for."""

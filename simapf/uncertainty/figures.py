@@ -21,6 +21,7 @@ LATENCY_STATS = ("mean_s", "p50_s", "p90_s", "p99_s")
 # Fields of the summary that are headline figures, and their kinds.
 SCALARS = (
     ("memory", "peak_rss_bytes", "peak_rss_bytes", "memory"),
+    ("memory", "scraped_peak_rss_bytes", "scraped_peak_rss_bytes", "memory"),
     ("memory", "peak_heap_inuse_bytes", "peak_heap_inuse_bytes", "memory"),
     ("cpu", "mean_cores", "mean_cores", "cpu"),
     ("process", "oom_kills", "oom_kills", "oom_kills"),

@@ -8,7 +8,7 @@ of 400 Secrets of ~100 KB has a total that varies like a real one.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Callable, Final
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from simapf.scenario.schema import CrdGroup, Resource, SizeDistribution
 from simapf.server.model import CachedResource
 
 STATS_REFRESH_NS: Final = 60_000_000_000  # the apiserver refreshes its object counts every minute
+# Told of each committed change of a watch-cached resource: (its key, objects added, bytes added;
+# both negative for a delete).
+CacheListener = Callable[[str, int, float], None]
 
 
 def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -35,7 +38,7 @@ def draw_sizes(dist: SizeDistribution, n: int, rng: np.random.Generator) -> np.n
 class ResourceObjects:
     """Objects of one resource, per namespace (cluster-scoped resources have one bucket, '')."""
 
-    __slots__ = ("spec", "namespaces", "counts", "bytes", "largest", "rng", "version", "key")
+    __slots__ = ("spec", "namespaces", "counts", "bytes", "largest", "rng", "version", "key", "cache_listeners")
 
     def __init__(self, spec: Resource, rng: np.random.Generator) -> None:
         self.spec = spec
@@ -50,6 +53,7 @@ class ResourceObjects:
         self.largest = [float(sizes[i::k].max()) if self.counts[i] else 0.0 for i in range(k)]
         self.version = 0  # bumped on every change: a key for cached shapes
         self.key = spec.key  # "name.group", as requests name it
+        self.cache_listeners: list[CacheListener] = []  # the watch caches that hold it (Inventory.follow)
 
     def total(self) -> tuple[int, float]:
         return sum(self.counts), sum(self.bytes)
@@ -110,6 +114,8 @@ class ResourceObjects:
         if size > self.largest[i]:
             self.largest[i] = size
         self.version += 1
+        for listener in self.cache_listeners:
+            listener(self.key, 1, size)
 
     def delete(self, namespace: str | None) -> float | None:
         """Remove an object of average size from the namespace; None if it is empty."""
@@ -120,6 +126,8 @@ class ResourceObjects:
         self.counts[i] -= 1
         self.bytes[i] = self.bytes[i] - size if self.counts[i] else 0.0
         self.version += 1
+        for listener in self.cache_listeners:
+            listener(self.key, -1, -size)
         return size
 
 
@@ -152,6 +160,13 @@ class Inventory:
 
     def lookup(self, api_group: str, resource: str) -> ObjectStats | None:
         return self._stats.get((api_group, resource))
+
+    def follow(self, listener: CacheListener) -> None:
+        """`listener` (an apiserver's watch caches) is told of every change of every
+        watch-cached resource as it is committed, one event at a time."""
+        for objs in self.by_key.values():
+            if objs.spec.watch_cache:
+                objs.cache_listeners.append(listener)
 
     def cached_resources(self) -> list[CachedResource]:
         out = []

@@ -44,7 +44,8 @@ def test_crossing_the_memory_limit_kills_and_restarts_after_restart_time():
     t_oom = events[0][1]
     assert 0 < t_oom < 4 * S
     assert events[0][2] is ProcessState.DOWN and events[0][3] == 0.0  # memory gone at the hook
-    assert m.memory.peak_rss > 2**30  # it was the crossing that killed it
+    assert m.oom_demand_bytes > 2**30  # it was the crossing that killed it
+    assert m.rss_at_oom_bytes <= m.memory.peak_rss <= 2**30  # the peak is what the process had
     assert events[1][1] == t_oom + 10 * S
     assert m.process.oom_kills >= 1 and m.snapshot().oom_kills == m.process.oom_kills
     # Requests in flight at the kill never complete.

@@ -34,7 +34,9 @@ class RunSpec(StrictModel):
         1.0, ge=0.001,
         description=(
             "Step of the time series: every series is sampled this often, like a Prometheus scrape "
-            "(at least 1 ms, and at most 1,000,000 samples in a run)."
+            "(at least 1 ms, and at most 1,000,000 samples in a run). It changes only what is seen, never "
+            "what is simulated: the summary's counters and true peaks are the same at any step; the series, "
+            "the `scraped_*` peaks and the per-interval CPU peaks follow it."
         ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")

@@ -162,7 +162,7 @@ def _apply_overrides(
     """`apply_overrides`, also returning each override's field path as error messages write it
     (clients[0].count for clients.controllers.count) and the override as the user wrote it."""
     if isinstance(overrides, dict):
-        items = [(k, v, f"{k}={v}") for k, v in overrides.items()]
+        items = [(k, v, f"{k}={_as_yaml(v)}") for k, v in overrides.items()]
     else:
         items = [(*parse_override(o), o) for o in overrides]
     data = _deep_copy(data)
@@ -170,6 +170,12 @@ def _apply_overrides(
     for key, value, shown in items:
         applied.append((_set_dotted(data, key, value, name), shown))
     return data, applied
+
+
+def _as_yaml(value: Any) -> str:
+    """A value as --set would take it (true, not Python's True)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
 
 
 def _deep_copy(x: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pydantic import Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import StrictModel
+from simapf.scenario.schema.base import Integer, Seconds, StrictModel
 from simapf.scenario.schema.clients import (
     CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, MutatorClient,
     OpenLoopClient,
@@ -25,12 +25,12 @@ DEFAULT_MAX_REQUESTS = 100_000_000
 
 
 class RunSpec(StrictModel):
-    duration_s: float = Field(
+    duration_s: Seconds = Field(
         300.0, gt=0, le=MAX_DURATION_S,
         description="How much simulated time the run covers (~116 days at most).",
     )
-    seed: int = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
-    scrape_interval_s: float = Field(
+    seed: Integer = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
+    scrape_interval_s: Seconds = Field(
         1.0, ge=0.001,
         description=(
             "Step of the time series: every series is sampled this often, like a Prometheus scrape "
@@ -38,14 +38,14 @@ class RunSpec(StrictModel):
         ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
-    max_requests: int = Field(
+    max_requests: Integer = Field(
         DEFAULT_MAX_REQUESTS, ge=1,
         description=(
             "The most requests the run may be expected to send (open-loop clients' and writers' rates x instances "
             "x duration); a scenario beyond it is refused before it runs. Raise it for a deliberately long run."
         ),
     )
-    steady_state_from_s: float | None = Field(
+    steady_state_from_s: Seconds | None = Field(
         None, ge=0,
         description="Start of the steady-state window, in s from the start of the run: the summary's "
         "`*_steady` peaks and means cover [steady_state_from_s, duration_s], leaving out the start-up "

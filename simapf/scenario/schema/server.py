@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
 from simapf.scenario.schema.base import Cores, Integer, Number, NumberAsText, Seconds, StrictModel
@@ -55,10 +55,33 @@ class FeatureGates(StrictModel):
     )
 
 
+# The releases simapf models: from the first whose apiservers run APF by default (flowcontrol
+# v1beta1, on from 1.20) to the one after its 1.37 defaults, then in development.
+OLDEST_RELEASE = (1, 20)
+NEWEST_RELEASE = (1, 38)
+# "1.33", "v1.33.4", "1.33.4-gke.1200": major.minor, a patch, and what vendors and pre-releases add.
+_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?")
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a version simapf models; None for anything else."""
+    match = _VERSION_RE.fullmatch(version.strip())
+    release = (int(match[1]), int(match[2])) if match else None
+    return release if release is not None and OLDEST_RELEASE <= release <= NEWEST_RELEASE else None
+
+
+def _supported_version(value: str) -> str:
+    if _release(value) is None:
+        oldest, newest = (".".join(map(str, r)) for r in (OLDEST_RELEASE, NEWEST_RELEASE))
+        what = "not a release simapf models" if _VERSION_RE.fullmatch(value.strip()) else "not a Kubernetes version"
+        raise ValueError(f'{value!r} is {what}: give one from {oldest} to {newest}, like "1.33" or "v1.33.4"')
+    return value
+
+
 def _version_text(value: Any) -> Any:
     # YAML and --set read 1.28 as a number, which says 1.28 again, but 1.30 as 1.3: a release that
     # ends in 0 cannot be told from the one before simapf's range, so only it must be quoted.
-    if isinstance(value, float) and re.fullmatch(r"\d+\.\d", repr(value)):
+    if isinstance(value, float) and re.fullmatch(r"\d+\.\d", repr(value)) and _release(f"{value}0") is not None:
         raise ValueError(
             f"read as the number {value!r}, which drops a trailing zero (1.30 becomes 1.3): write the "
             f'version in quotes, e.g. "{value}0"'
@@ -67,10 +90,12 @@ def _version_text(value: Any) -> Any:
 
 
 class Kubernetes(StrictModel):
-    version: Annotated[str, NumberAsText, BeforeValidator(_version_text)] = Field(
+    version: Annotated[str, NumberAsText, BeforeValidator(_version_text), AfterValidator(_supported_version)] = Field(
         "1.37",
         description=(
-            "The Kubernetes version the defaults describe, in quotes (YAML reads 1.30 as 1.3). What changed "
+            "The Kubernetes version the defaults describe, in quotes (YAML reads 1.30 as 1.3): a release from 1.20 "
+            "(the first whose apiservers run APF by default) to 1.38, with or without a leading v, a patch and a "
+            "vendor's suffix (v1.33.4-gke.1200). What changed "
             "between releases follows it where the scenario does not say: EtcdRangeStream (from 1.37), kubectl's "
             "discovery cache syncs (before 1.25), what a CRD costs the heap (before 1.25 and 1.28), how the Go "
             "runtime releases pages (before 1.21) and grows encode buffers (before 1.25), the watch cache's sort "

@@ -24,6 +24,17 @@ MAX_SCRAPES = 1_000_000
 DEFAULT_MAX_REQUESTS = 100_000_000
 
 
+def _unique(field: str, names: list[str], what: str) -> dict[str, int]:
+    """Each name's index in `field`; a name given twice is an error (which one would an event,
+    a metric or a series mean?)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"{field}[{i}].name: duplicate {what} {name!r} (also {field}[{seen[name]}])")
+        seen[name] = i
+    return seen
+
+
 class RunSpec(StrictModel):
     duration_s: Seconds = Field(
         300.0, gt=0, le=MAX_DURATION_S,
@@ -94,17 +105,12 @@ class Scenario(StrictModel):
 
     @model_validator(mode="after")
     def _references(self) -> "Scenario":
-        seen: dict[str, int] = {}
-        for i, r in enumerate(self.resources):
-            if r.key in seen:
-                raise ValueError(f"resources[{i}].name: duplicate resource {r.key!r} (also resources[{seen[r.key]}])")
-            seen[r.key] = i
-        names: dict[str, int] = {}
+        _unique("resources", [r.key for r in self.resources], "resource")
+        names = _unique("clients", [c.name for c in self.clients], "client name")
+        groups = _unique("crds", [g.name for g in self.crds], "CRD group")
+        _unique("admission_webhooks", [w.name for w in self.admission_webhooks], "webhook name")
         for i, c in enumerate(self.clients):
             where = f"clients[{i}]"
-            if c.name in names:
-                raise ValueError(f"{where}.name: duplicate client name {c.name!r} (also clients[{names[c.name]}])")
-            names[c.name] = i
             resource = getattr(c, "resource", None) or getattr(getattr(c, "request", None), "resource", None)
             field = "resource" if hasattr(c, "resource") else "request.resource"
             if resource is not None:
@@ -122,11 +128,6 @@ class Scenario(StrictModel):
                     f"events[{i}].replica: there is no replica {e.replica} (apiserver.replicas: "
                     f"{self.apiserver.replicas}; replicas count from 0)"
                 )
-        groups: dict[str, int] = {}
-        for i, g in enumerate(self.crds):
-            if g.name in groups:
-                raise ValueError(f"crds[{i}].name: duplicate CRD group {g.name!r} (also crds[{groups[g.name]}])")
-            groups[g.name] = i
         installed: dict[str, int] = {}
         for i, e in enumerate(self.events):
             if isinstance(e, CrdInstallEvent):

@@ -55,6 +55,40 @@ def check_yaml_size(data: Any, where: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+def check_text(data: Any, where: str) -> None:
+    """Refuse a string simapf could not write out: one holding a lone surrogate, which no UTF-8
+    file can hold (YAML's "\\ud800" escape makes one, and so do command-line bytes that are not
+    UTF-8). Names and labels end up in outputs, so every string and key is checked; the first bad
+    one is named by its path."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str) and not _encodable(node):
+            raise _not_utf8(where, path, node)
+        if isinstance(node, dict):
+            for key in node:
+                if isinstance(key, str) and not _encodable(key):
+                    raise _not_utf8(where, path, key, "key ")
+            stack.extend((value, f"{path}.{key}" if path else str(key)) for key, value in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((value, f"{path}[{i}]") for i, value in reversed(list(enumerate(node))))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_utf8(where: str, path: str, text: str, what: str = "") -> ConfigError:
+    surrogate = next(ch for ch in text if "\ud800" <= ch <= "\udfff")
+    at = f"{path}: " if path else ""
+    return ConfigError(f"{where}: {at}{what}{text!r} cannot be written as UTF-8: it holds the lone surrogate "
+                       f"{ascii(surrogate)[1:-1]} (half of a UTF-16 pair, or a byte that was not UTF-8)")  # fmt: skip
+
+
 def read_yaml(path: Path) -> Any:
     """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem, and
     so is one too large or too deep (`check_yaml_size`)."""
@@ -69,6 +103,7 @@ def read_yaml(path: Path) -> Any:
     except RecursionError:
         raise _too_deep(str(path)) from None
     check_yaml_size(data, str(path))
+    check_text(data, str(path))
     return data
 
 

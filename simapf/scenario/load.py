@@ -28,7 +28,7 @@ from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
+from simapf.files import MAX_YAML_DEPTH, check_text, check_yaml_size, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
@@ -96,6 +96,7 @@ def load_scenario(
         data = source
         name = "<scenario>"
         check_yaml_size(data, name)
+        check_text(data, name)
         base = Path(base_dir) if base_dir is not None else Path.cwd()
     else:
         path = Path(source)
@@ -148,6 +149,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     except RecursionError:
         raise ConfigError(f"--set {key}: nested more than {MAX_YAML_DEPTH} levels deep") from None
     check_yaml_size(parsed, f"--set {key}")
+    check_text({key: parsed}, "--set")
     return key, parsed
 
 

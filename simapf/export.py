@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
@@ -24,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from simapf.errors import ConfigError
-from simapf.files import write_text_atomic
+from simapf.files import json_text, write_text_atomic
 from simapf.histograms import LABELS as HISTOGRAM_LABELS
 from simapf.histograms import UPSTREAM_VERBS
 from simapf.observe import LABELS
@@ -162,6 +161,6 @@ def export(run_dir: str | Path, fmt: str, out: str | Path, start_unix_s: float =
         docs = perfdata(run_dir)
         with output_directory(out, "perfdata") as tmp:
             for name, doc in docs.items():
-                (tmp / name).write_text(json.dumps(doc, indent=2) + "\n")
+                (tmp / name).write_text(json_text(doc, indent=2) + "\n")
         return [out / name for name in docs]
     raise ConfigError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import shutil
 import tempfile
@@ -107,6 +109,29 @@ def read_yaml(path: Path) -> Any:
     return data
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """`value` as strict JSON, which every JSON file and --json output of simapf is: JSON has no
+    NaN or infinity, so those are null (a statistic with no samples, a ratio over nothing).
+    allow_nan=False turns any that slips past into an error instead of a file no JSON reader
+    takes. `options` are json.dumps's (indent, sort_keys, default)."""
+    return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)  # numpy's too
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -202,7 +227,7 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
         if keep_earlier and same_kind:
             kept = [n for n in earlier["files"] if isinstance(n, str) and (out / n).is_file() and n != OUTPUT_MARKER]
             listed = sorted(set(files) | set(kept))
-        write_text_atomic(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": listed}, indent=1) + "\n")
+        write_text_atomic(tmp / OUTPUT_MARKER, json_text({"kind": kind, "files": listed}, indent=1) + "\n")
         if not existed:
             os.replace(tmp, out)
             return

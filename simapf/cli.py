@@ -183,8 +183,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     With no SCENARIO it runs the built-in default: an informer relist storm after a network
     outage, first with informers that LIST, then again after they switch to WatchList.
     """
-    import json
-
+    from simapf.files import json_text
     from simapf.runner import run
     from simapf.scenario import default_scenario_path, load_scenario
     from simapf.summary_text import format_summary
@@ -205,7 +204,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     if as_json:
         from simapf.result import _json_default
 
-        click.echo(json.dumps(result.summary, indent=2, default=_json_default))
+        click.echo(json_text(result.summary, indent=2, default=_json_default))
     else:
         click.echo(format_summary(result.summary), nl=False)
         if out_dir:
@@ -248,9 +247,8 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
     policy's difference from the first with a paired-t confidence interval. With no SCENARIO
     it uses the built-in default.
     """
-    import json
-
     from simapf.comparison import compare
+    from simapf.files import json_text
     from simapf.scenario import default_scenario_path, load_scenario
 
     try:
@@ -272,7 +270,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
                "table": result.table.to_dict("records"), "differences": result.differences.to_dict("records")}  # fmt: skip
         if result.intervals is not None and result.wins is not None:
             doc.update(draws=draws, intervals=result.intervals.to_dict("records"), wins=result.wins.to_dict("records"))
-        click.echo(json.dumps(doc, indent=2, default=lambda x: None))
+        click.echo(json_text(doc, indent=2, default=lambda x: None))
     else:
         click.echo(result.text(), nl=False)
         if out_dir:

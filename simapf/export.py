@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from simapf.errors import ConfigError
-from simapf.files import OUTPUT_MARKER, changed_since_written, check_output_file, read_output_marker
+from simapf.files import OUTPUT_MARKER, changed_since_written, check_output_file, json_text, read_output_marker
 from simapf.histograms import LABELS as HISTOGRAM_LABELS
 from simapf.histograms import UPSTREAM_VERBS
 from simapf.observe import LABELS
@@ -330,5 +330,5 @@ def export(run_dir: str | Path, fmt: str, out: str | Path, start_unix_s: float =
     docs = perfdata(run_dir)
     with output_directory(out, "perfdata", force, option="-o") as tmp:
         for name, doc in docs.items():
-            (tmp / name).write_text(json.dumps(doc, indent=2) + "\n")
+            (tmp / name).write_text(json_text(doc, indent=2) + "\n")
     return [out / name for name in docs]

@@ -6,11 +6,12 @@ whether memory stayed under the limit, where CPU went and which priority levels 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from simapf.files import json_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -207,4 +208,4 @@ def save_figure(fig: "Figure", stem: str | Path, provenance: dict | None = None)
         fig.savefig(stem.with_suffix(".png"), dpi=110, metadata=figure_metadata(record, "png") if record else None)
         fig.savefig(stem.with_suffix(".svg"), metadata=figure_metadata(record, "svg") if record else {"Date": None})
     if record:
-        stem.with_name(stem.name + ".provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        stem.with_name(stem.name + ".provenance.json").write_text(json_text(record, indent=2, sort_keys=True) + "\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
 import shutil
 import tempfile
@@ -54,6 +56,40 @@ def check_yaml_size(data: Any, where: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+def check_text(data: Any, where: str) -> None:
+    """Refuse a string simapf could not write out: one holding a lone surrogate, which no UTF-8
+    file can hold (YAML's "\\ud800" escape makes one, and so do command-line bytes that are not
+    UTF-8). Names and labels end up in outputs, so every string and key is checked; the first bad
+    one is named by its path."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str) and not _encodable(node):
+            raise _not_utf8(where, path, node)
+        if isinstance(node, dict):
+            for key in node:
+                if isinstance(key, str) and not _encodable(key):
+                    raise _not_utf8(where, path, key, "key ")
+            stack.extend((value, f"{path}.{key}" if path else str(key)) for key, value in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((value, f"{path}[{i}]") for i, value in reversed(list(enumerate(node))))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_utf8(where: str, path: str, text: str, what: str = "") -> ConfigError:
+    surrogate = next(ch for ch in text if "\ud800" <= ch <= "\udfff")
+    at = f"{path}: " if path else ""
+    return ConfigError(f"{where}: {at}{what}{text!r} cannot be written as UTF-8: it holds the lone surrogate "
+                       f"{ascii(surrogate)[1:-1]} (half of a UTF-16 pair, or a byte that was not UTF-8)")  # fmt: skip
+
+
 def read_yaml(path: Path) -> Any:
     """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem, and
     so is one too large or too deep (`check_yaml_size`)."""
@@ -70,7 +106,31 @@ def read_yaml(path: Path) -> Any:
     except RecursionError:
         raise _too_deep(str(path)) from None
     check_yaml_size(data, str(path))
+    check_text(data, str(path))
     return data
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`value` as strict JSON, which every JSON file and --json output of simapf is: JSON has no
+    NaN or infinity, so those are null (a statistic with no samples, a ratio over nothing).
+    allow_nan=False turns any that slips past into an error instead of a file no JSON reader
+    takes. `options` are json.dumps's (indent, sort_keys, default)."""
+    return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)  # numpy's too
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
 
 
 def _umask() -> int:
@@ -365,7 +425,7 @@ def _move_into(tmp: Path, out: Path, kind: str, existed: bool, keep_earlier: boo
         recorded = earlier.get("contents") if isinstance(earlier.get("contents"), dict) else {}
         contents.update({n: recorded[n] for n in kept if n not in contents and n in recorded})
     marker = {"kind": kind, "files": listed, "contents": dict(sorted(contents.items()))}
-    write_text_atomic(tmp / OUTPUT_MARKER, json.dumps(marker, indent=1) + "\n")
+    write_text_atomic(tmp / OUTPUT_MARKER, json_text(marker, indent=1) + "\n")
     _disown(tmp)
     if not existed:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; an output is an ordinary folder

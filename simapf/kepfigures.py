@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simapf.errors import ConfigError
-from simapf.files import read_yaml
+from simapf.files import json_text, read_yaml
 from simapf.messages import describe
 
 KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
@@ -469,7 +469,7 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
             fig.savefig(path, dpi=DPI, metadata=figure_metadata(record, fmt))
             paths.append(path)
     side = stem.with_name(stem.name + ".provenance.json")
-    side.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    side.write_text(json_text(record, indent=2, sort_keys=True) + "\n")
     return paths + [side]
 
 

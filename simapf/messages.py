@@ -11,6 +11,7 @@ quantity that does not parse).
 from __future__ import annotations
 
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ _FIRST = {"extra_forbidden": 0, "union_tag_invalid": 1, "union_tag_not_found": 1
 _SHOW_INPUT = {
     "greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of",
     "int_parsing", "int_from_float", "float_parsing", "bool_parsing", "literal_error",
-    "string_too_short", "string_too_long", "finite_number",
+    "string_too_short", "string_too_long",
 }  # fmt: skip
 
 
@@ -37,7 +38,7 @@ _EXPECTED = {
     "float_parsing": "a number", "float_type": "a number",
     "int_parsing": "an integer", "int_type": "an integer", "int_from_float": "an integer",
     "bool_parsing": "true or false", "bool_type": "true or false",
-    "string_type": "a string",
+    "string_type": "a string", "finite_number": "a finite number",
 }  # fmt: skip
 
 
@@ -116,7 +117,7 @@ def _problem(error: dict[str, Any], root: type[BaseModel] | None, prefix: str, m
     elif kind in _EXPECTED:
         msg = f"expected {_EXPECTED[kind]}, got {_shown(value)}"
     elif kind in _SHOW_INPUT and _scalar(value) and "[key]" not in error["loc"]:
-        msg = f"{msg}, got {value!r}"
+        msg = f"{msg}, got {_shown(value)}"
     if "[key]" in error["loc"] and keys:
         keys = keys[:-1]  # the key is the problem, so the path ends at its mapping
         msg = f"key {value!r}: {msg}"
@@ -258,6 +259,11 @@ def _guess(key: str, known: list[str], missing: set[Any]) -> str | None:
 
 
 def _shown(value: Any) -> str:
+    """A value as the user wrote it in YAML: true, .nan, 'text'."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if value != value else ("-.inf" if value < 0 else ".inf")
     return repr(value) if _scalar(value) and value is not None else _type_name(value)
 
 

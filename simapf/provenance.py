@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from simapf import __version__
+from simapf.files import json_text
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -70,7 +71,7 @@ def provenance(scenario: dict[str, Any], params: Any, seeds: Iterable[int], repl
 def figure_metadata(record: dict[str, Any], fmt: str) -> dict[str, Any]:
     """Matplotlib `savefig(metadata=...)` for `fmt` carrying `record`, and nothing that changes
     from one save to the next (no creation dates), so the same inputs give the same bytes."""
-    text = json.dumps(record, sort_keys=True)
+    text = json_text(record, sort_keys=True)
     if fmt == "png":
         return {"simapf:provenance": text}  # a PNG text chunk
     if fmt == "svg":

@@ -6,7 +6,6 @@ it can be traced back to the run that made it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simapf.files import output_directory
+from simapf.files import json_text, output_directory
 
 
 @dataclass
@@ -84,7 +83,7 @@ class Result:
                 self.requests.to_parquet(tmp / "requests.parquet", index=False)
             if self.histograms is not None:
                 self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
-            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default) + "\n")
+            (tmp / "summary.json").write_text(json_text(self.summary, indent=2, default=_json_default) + "\n")
             if figure:
                 from simapf.figures import overview_figure, save_figure
 

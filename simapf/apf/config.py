@@ -35,7 +35,7 @@ from simapf.apf.objects import (
 )
 from simapf.apf.validation import Problems, validate_flow_schema, validate_priority_level
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_yaml_size
+from simapf.files import MAX_YAML_DEPTH, check_text, check_yaml_size
 from simapf.messages import describe
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ def parse_objects(text: str, source_name: str | None = None) -> APFObjects:
     except RecursionError:
         raise ConfigError(f"{_prefix(source_name)}nested more than {MAX_YAML_DEPTH} levels deep") from None
     check_yaml_size(documents, source_name or "<APF objects>")
+    # Paths as the objects' own errors name them: items[0]..., or documents[1].items[0]...
+    check_text(documents[0] if len(documents) == 1 else {"documents": documents}, source_name or "<APF objects>")
     return objects_from_data(documents, source_name=source_name, multi_document=True)
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from simapf.apf.clock import EventLoop
 from simapf.apf.config import bootstrap_objects, load_objects
 from simapf.apf.objects import APFObjects
+from simapf.files import json_text
 from simapf.apf.controller import APFController
 
 COLUMNS = ("priority_level", "nominal_cl", "lendable_cl", "min_cl", "max_cl", "idle_current_cl",
@@ -57,7 +57,7 @@ def level_rows(server_concurrency: int, objects: APFObjects | None = None) -> li
 
 def render(rows: list[LevelRow], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps([asdict(r) for r in rows], indent=2) + "\n"
+        return json_text([asdict(r) for r in rows], indent=2) + "\n"
     cells = [[("" if v is None else str(v)) for v in asdict(r).values()] for r in rows]
     if fmt == "csv":
         out = io.StringIO()

@@ -33,7 +33,7 @@ from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_sum
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
 from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
 from simapf.errors import ConfigError
-from simapf.files import write_text_atomic
+from simapf.files import json_text, write_text_atomic
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import Backend
 from simapf.uncertainty.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_ID
@@ -72,7 +72,7 @@ def jacobian_text(free: tuple[FreeParam, ...], values: dict[str, float], jacobia
     }
     if taken_at is not None:
         data["finite_differences_at"] = [taken_at[fp.key] for fp in free]
-    return json.dumps(data, indent=None) + "\n"
+    return json_text(data, indent=None) + "\n"
 
 
 def is_jacobian_file(path: Path) -> bool:
@@ -111,7 +111,9 @@ def load_jacobian(
         if not math.isclose(v, current[k], rel_tol=1e-5):
             return None
     at = data.get("finite_differences_at")
-    return StoredJacobian(np.array(data["jacobian"]), np.array(data["residuals"]), None if at is None else np.array(at))
+    # NaN is stored as null (strict JSON): dtype=float reads it back as NaN.
+    return StoredJacobian(np.array(data["jacobian"], dtype=float), np.array(data["residuals"], dtype=float),
+                          None if at is None else np.array(at, dtype=float))  # fmt: skip
 
 
 def current_values(free: tuple[FreeParam, ...], params: ServerParams, setup: ExperimentSetup) -> dict[str, float]:
@@ -630,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"simapf: error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1))
+    print(json_text(summary, indent=1))
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from simapf.errors import ConfigError
+from simapf.files import check_text
 
 
 @dataclass(frozen=True)
@@ -69,4 +70,5 @@ def _make(name: str, params: dict[str, Any], label: str | None) -> Policy:
         raise ConfigError(f"--policy {label or name!r}: no policy name")
     if label is None:
         label = name + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
+    check_text({"name": name, "label": label, "params": params}, "--policy")  # all three are written out
     return Policy(str(label), name, params)

@@ -22,8 +22,10 @@ from typing import Any, Iterator, Literal, Union
 
 import yaml
 from pydantic import BaseModel, BeforeValidator
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic.fields import FieldInfo
 
+from simapf.quantities import AtLeast, AtMost
 from simapf.scenario import schema
 from simapf.server.params import parse_bytes
 
@@ -132,6 +134,7 @@ def _is_bytes(info: FieldInfo) -> bool:
 
 def _is_numeric(tp: Any) -> bool:
     tp, _ = _strip_none(tp)
+    tp, _ = _unwrap_annotated(tp)
     if tp in (int, float):
         return True
     if typing.get_origin(tp) in (Union, types.UnionType):
@@ -142,16 +145,28 @@ def _is_numeric(tp: Any) -> bool:
 
 
 def _bounds(metadata: list[Any]) -> str:
-    # pydantic keeps Field(gt=..., ge=...) as annotated-types markers (Gt, Ge, ...).
-    out = []
+    # pydantic keeps Field(gt=..., ge=...) as annotated-types markers (Gt, Ge, ...); the numeric
+    # types carry AtLeast/AtMost (simapf.quantities), shown where the field's own are not tighter.
+    lower, upper, other = [], [], []
+    floor = next((m for m in metadata if isinstance(m, AtLeast)), None)
     for m in metadata:
         for attr, sign in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
             bound = getattr(m, attr, None)
             if type(m).__name__ == attr.capitalize() and bound is not None:
-                out.append(f"{sign} {bound:g}")
+                if floor is not None and attr in ("gt", "ge") and bound <= floor.limit:
+                    continue  # "> 0" says less than the type's floor
+                (lower if attr in ("gt", "ge") else upper).append(f"{sign} {bound:g}")
+        if isinstance(m, AtMost) and not any(
+            getattr(o, "le", None) is not None and o.le <= m.limit or getattr(o, "lt", None) is not None and o.lt <= m.limit
+            for o in metadata if isinstance(o, (Le, Lt))
+        ):  # fmt: skip
+            upper.append(f"≤ {m.limit:.4g}")
         if type(m).__name__ == "MinLen" and getattr(m, "min_length", 0) > 0:
-            out.append("non-empty")
-    return ", ".join(out)
+            other.append("non-empty")
+    if floor is not None:
+        positive = any(isinstance(m, (Gt, Ge)) and getattr(m, "gt", getattr(m, "ge", None)) == 0 for m in metadata)
+        lower.insert(0, f"≥ {floor.limit:.4g}" if positive else f"(≥ {floor.limit:.4g} if > 0)")
+    return ", ".join(lower + upper + other)
 
 
 def type_text(tp: Any, metadata: list[Any] = (), is_bytes: bool = False) -> str:
@@ -159,6 +174,8 @@ def type_text(tp: Any, metadata: list[Any] = (), is_bytes: bool = False) -> str:
     tp, extra = _unwrap_annotated(tp)
     metadata = list(metadata) + extra
     inner, nullable = _strip_none(tp)
+    inner, extra = _unwrap_annotated(inner)  # Number | None: the number's own bounds
+    metadata += extra
     if is_bytes:
         text = "bytes (number or quantity like `8Gi`)"
     elif inner is bool:
@@ -368,7 +385,11 @@ How to read the tables:
 - **Field** is the dotted path. `resources[]` is each element of the `resources` list;
   `apf.priority_levels.<name>` is a key you choose (here, a priority level's name).
 - **Type**: bytes accept a number or a Kubernetes quantity (`512Mi`, `2G`); bounds say what
-  validation accepts; "mapping (fields below)" is a nested object whose fields follow.
+  validation accepts; "mapping (fields below)" is a nested object whose fields follow. A
+  number is finite (not `.nan` or `.inf`) and not a boolean; an integer is written as one (not
+  `true`, not `2.0`). A duration is at most ~292 years (9.223e+09 s), the longest Go's int64
+  nanoseconds, and APF's clock, hold; a rate that is not 0 is at least one per ~292 years
+  (1.084e-10 per second), so that the time between two is a duration too.
 - **Default** is the value used when the field is absent, written as in YAML.
 - **Unit**: `s` seconds, `1/s` per second, `bytes`, `%` percent; "—" for values without one. A
   field in seconds also takes a duration as Kubernetes and Go write it (`90s`, `10m`,

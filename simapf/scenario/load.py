@@ -28,7 +28,7 @@ from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
+from simapf.files import MAX_YAML_DEPTH, check_text, check_yaml_size, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
@@ -96,6 +96,7 @@ def load_scenario(
         data = source
         name = "<scenario>"
         check_yaml_size(data, name)
+        check_text(data, name)
         base = Path(base_dir) if base_dir is not None else Path.cwd()
     else:
         path = Path(source)
@@ -148,6 +149,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     except RecursionError:
         raise ConfigError(f"--set {key}: nested more than {MAX_YAML_DEPTH} levels deep") from None
     check_yaml_size(parsed, f"--set {key}")
+    check_text({key: parsed}, "--set")
     return key, parsed
 
 
@@ -162,7 +164,7 @@ def _apply_overrides(
     """`apply_overrides`, also returning each override's field path as error messages write it
     (clients[0].count for clients.controllers.count) and the override as the user wrote it."""
     if isinstance(overrides, dict):
-        items = [(k, v, f"{k}={v}") for k, v in overrides.items()]
+        items = [(k, v, f"{k}={_as_yaml(v)}") for k, v in overrides.items()]
     else:
         items = [(*parse_override(o), o) for o in overrides]
     data = _deep_copy(data)
@@ -170,6 +172,12 @@ def _apply_overrides(
     for key, value, shown in items:
         applied.append((_set_dotted(data, key, value, name), shown))
     return data, applied
+
+
+def _as_yaml(value: Any) -> str:
+    """A value as --set would take it (true, not Python's True)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
 
 
 def _deep_copy(x: Any) -> Any:

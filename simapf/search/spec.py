@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from simapf.errors import ConfigError
 from simapf.scenario.load import LoadedScenario, apply_overrides, load_scenario
 from simapf.messages import describe
+from simapf.quantities import Integer, Number
 from simapf.server.params import parse_bytes
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import canonical_json
@@ -56,8 +57,8 @@ class ScenarioRef(_Model):
 class Parameter(_Model):
     """A range (low, high; int or float; log-uniform if log) or a list of choices."""
 
-    low: float | None = Field(None, description="Smallest value (with high).")
-    high: float | None = Field(None, description="Largest value (with low).")
+    low: Number | None = Field(None, description="Smallest value (with high).")
+    high: Number | None = Field(None, description="Largest value (with low).")
     type: Literal["float", "int"] = Field("float", description="float or int.")
     log: bool = Field(False, description="Search the range on a log scale (low > 0).")
     choices: list[Any] | None = Field(None, description="The values to choose among (instead of a range).")
@@ -104,7 +105,7 @@ def _one_metric(name: str) -> str:
 class Objective(_Model):
     metric: str = Field(..., description="A run's metric column (as in a sweep's table), e.g. p99_s/workload-low/list.")
     direction: Literal["minimize", "maximize"] = Field("minimize", description="minimize or maximize.")
-    aggregate: Literal["worst", "mean", "median"] | float = Field(
+    aggregate: Literal["worst", "mean", "median"] | Number = Field(
         "worst",
         description="Over a trial's runs: worst (robust: the largest when minimising), mean, median, "
                     "or a number q in (0, 1): the q-quantile towards the worse side.",
@@ -127,8 +128,8 @@ class Constraint(_Model):
     """A bound the metric must keep in every run of a trial (its worst case)."""
 
     metric: str = Field(..., description="A run's metric column.")
-    max: float | None = Field(None, description="Largest value allowed (bytes may be written 6Gi).")
-    min: float | None = Field(None, description="Smallest value allowed.")
+    max: Number | None = Field(None, description="Largest value allowed (bytes may be written 6Gi).")
+    min: Number | None = Field(None, description="Smallest value allowed.")
 
     @field_validator("max", "min", mode="before")
     @classmethod
@@ -175,7 +176,7 @@ class OptimizeSpec(_Model):
     scenarios: dict[str, str | ScenarioRef] = Field(
         ..., min_length=1, description="Name -> a scenario file, or {base, set}; a setting must hold in all of them."
     )
-    seeds: list[int] = Field([1], min_length=1, description="Run seeds: each scenario runs once per seed.")
+    seeds: list[Integer] = Field([1], min_length=1, description="Run seeds: each scenario runs once per seed.")
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set", description="Dotted-key changes to every scenario.")
     parameters: dict[str, Parameter] = Field(..., min_length=1, description="Dotted key -> the range or choices searched.")
     objective: Objective
@@ -183,10 +184,10 @@ class OptimizeSpec(_Model):
     compare_with: dict[str, dict[str, Any]] | None = Field(
         None, description="Name -> dotted-key settings to run as well, for comparison; null = every shipped LIST policy."
     )
-    trials: int = Field(50, ge=1, le=MAX_TRIALS, description="Trials in all (a resumed search adds what is missing).")
-    batch: int = Field(2, ge=1, le=256, description="Trials sampled at once and run together.")
-    startup_trials: int = Field(10, ge=0, description="Random trials before the sampler (TPE) models the results.")
-    seed: int = Field(1, ge=0, description="The sampler's seed.")
+    trials: Integer = Field(50, ge=1, le=MAX_TRIALS, description="Trials in all (a resumed search adds what is missing).")
+    batch: Integer = Field(2, ge=1, le=256, description="Trials sampled at once and run together.")
+    startup_trials: Integer = Field(10, ge=0, description="Random trials before the sampler (TPE) models the results.")
+    seed: Integer = Field(1, ge=0, description="The sampler's seed.")
     backend: BackendSpec = Field(BackendSpec(), description="Where runs execute.")
     out: str | None = Field(None, description="Result directory, relative to this file (the CLI's --out wins).")
 

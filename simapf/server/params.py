@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
 from simapf.messages import describe
+from simapf.quantities import AtLeast, Cores, Integer, Number, Rate, Seconds
 
 MiB = 1 << 20
 
@@ -56,8 +57,8 @@ def parse_bytes(value: Any) -> Any:
     return x
 
 
-Bytes = Annotated[float, BeforeValidator(parse_bytes), Field(ge=0)]
-OptionalBytes = Annotated[float | None, BeforeValidator(parse_bytes)]
+Bytes = Annotated[Number, BeforeValidator(parse_bytes), Field(ge=0)]
+OptionalBytes = Annotated[Number | None, BeforeValidator(parse_bytes)]
 
 
 def _positive_or_null(value: float | None) -> float | None:
@@ -74,7 +75,13 @@ def _gogc(value: Any) -> Any:
     # YAML 1.1 reads an unquoted `off` as False; GOGC=off means "no GOGC goal".
     if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
         return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)  # GOGC=200 as the environment writes it
     return value
+
+
+# A coefficient of variation is the gamma shape 1/cv^2, which must be a finite float: 0 (none) or more than this.
+MIN_CV = AtLeast(1e-150, "the smallest whose 1/cv² is a finite number (0: no variation)")
 
 
 class _Params(BaseModel):
@@ -87,16 +94,19 @@ class _Params(BaseModel):
 
 
 class CpuParams(_Params):
-    cores: float = Field(16.0, gt=0, description="CPU cores of the apiserver's machine or container (the seed experiment: 16).")
-    usable_cores: float | None = Field(
+    cores: Cores = Field(
+        16.0, gt=0,
+        description="CPU cores of the apiserver's machine or container (the seed experiment: 16); from 0.001 (1m) to 8192.",
+    )
+    usable_cores: Cores | None = Field(
         None,
         gt=0,
         description=(
-            "Most cores the apiserver process can actually get, absolute; must not exceed `cores`. "
-            "null = `usable_fraction` x `cores`."
+            "Most cores the apiserver process can actually get, absolute; must not exceed `cores`, and at least "
+            "0.001 (1m). null = `usable_fraction` x `cores`."
         ),
     )
-    usable_fraction: float = Field(
+    usable_fraction: Number = Field(
         0.8196205498945005,
         gt=0,
         le=1,
@@ -106,7 +116,7 @@ class CpuParams(_Params):
             "(etcd and other control-plane processes share the node). Fitted on the 16-core data."
         ),
     )
-    gomaxprocs: int | None = Field(
+    gomaxprocs: Integer | None = Field(
         None,
         ge=1,
         description="GOMAXPROCS: Go threads running Go code at once (Ps). None = ceil(cores), Go's default.",
@@ -150,16 +160,16 @@ class ProcessParams(_Params):
             "Kind apiserver's ~0.4 GB baseline (list-memory.md §5). Fitted."
         ),
     )
-    heap_metadata_fraction: float = Field(
+    heap_metadata_fraction: Number = Field(
         0.03, ge=0, le=1, description="Runtime metadata and fragmentation in RSS per byte of retained heap (list-memory.md §4.7: ~3-5 %)."
     )
     memory_limit_bytes: OptionalPositiveBytes = Field(
         None, description="Container memory limit: RSS above it is an OOM kill. None = no limit."
     )
-    restart_s: float = Field(
+    restart_s: Seconds = Field(
         30.0, ge=0, description="Time from an OOM kill until the new process serves again (kubelet restart + startup), before the watch caches refill. Hypothesis."
     )
-    baseline_cores: float = Field(
+    baseline_cores: Number = Field(
         0.08,
         ge=0,
         description=(
@@ -172,7 +182,7 @@ class ProcessParams(_Params):
 
 
 class WatchCacheParams(_Params):
-    decoded_size_multiplier: float = Field(
+    decoded_size_multiplier: Number = Field(
         3.0,
         ge=0,
         description=(
@@ -206,7 +216,7 @@ class EtcdParams(_Params):
             )
         return data
 
-    bytes_per_s: float = Field(
+    bytes_per_s: Rate = Field(
         259276512.67631218,
         gt=0,
         description=(
@@ -214,15 +224,15 @@ class EtcdParams(_Params):
             "linear in its size (etcd reads, copies and marshals each value once). Fitted."
         ),
     )
-    requests_per_s: float = Field(
+    requests_per_s: Rate = Field(
         24122.064689936353,
         gt=0,
         description="Empty range reads per second of one etcd server (the per-range cost). Fitted.",
     )
-    objects_per_s: float | None = Field(
+    objects_per_s: Rate | None = Field(
         611153.5639070664, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
-    concurrency: int = Field(1, ge=1, description=(
+    concurrency: Integer = Field(1, ge=1, description=(
         "Range reads etcd serves side by side (its servers: the cores it gives ranges); one range runs on one. "
         "The calibration's shared Kind node: 1, with `ps`."
     ))
@@ -242,7 +252,7 @@ class EtcdParams(_Params):
             "servers); fifo: `concurrency` ranges are served at a time, the rest wait in arrival order."
         ),
     )
-    wait_live_fraction: float = Field(
+    wait_live_fraction: Number = Field(
         0.9865020248798217,
         ge=0,
         description=(
@@ -251,7 +261,7 @@ class EtcdParams(_Params):
             "With EtcdRangeStream, the share of its decoded objects a streamed range holds meanwhile. Fitted."
         ),
     )
-    stream_chunk_bytes: float = Field(
+    stream_chunk_bytes: Number = Field(
         1.5 * 2**20,
         gt=0,
         description=(
@@ -271,13 +281,13 @@ class ClientParams(_Params):
     everything 0 (the default: clients elsewhere, no delay) a request ends when its CPU work does.
     """
 
-    colocated_core_s_per_byte: float = Field(
+    colocated_core_s_per_byte: Seconds = Field(
         0.0, ge=0, description="CPU a co-located client spends per response byte it reads (on the apiserver's cores)."
     )
-    colocated_core_s_per_request: float = Field(
+    colocated_core_s_per_request: Seconds = Field(
         0.0, ge=0, description="CPU a co-located client spends per response, whatever its size."
     )
-    colocated_gzip_core_s_per_byte: float = Field(
+    colocated_gzip_core_s_per_byte: Seconds = Field(
         0.0,
         ge=0,
         description=(
@@ -292,7 +302,7 @@ class ClientParams(_Params):
             "large responses are compressed (APIResponseCompression)."
         ),
     )
-    response_latency_s: float = Field(
+    response_latency_s: Seconds = Field(
         0.0,
         ge=0,
         description=(
@@ -306,10 +316,10 @@ class ClientParams(_Params):
 class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
-    request_core_s: float = Field(
+    request_core_s: Seconds = Field(
         0.0006748782573248895, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
-    work_cv: float = Field(
+    work_cv: Annotated[Number, MIN_CV] = Field(
         0.6341265614081496,
         ge=0,
         le=3,
@@ -317,20 +327,21 @@ class RequestCpuParams(_Params):
             "Coefficient of variation of each request's work: its CPU, its etcd range and a co-located "
             "client's reading, each scaled by a gamma factor of mean 1. Identical LISTs still differ "
             "(scheduling, cache misses, assists), and without it a cohort dispatched together stays "
-            "together (simapf/server/variation.py). 0 = every request of a kind costs exactly its plan. Fitted."
+            "together (simapf/server/variation.py). 0 = every request of a kind costs exactly its plan; otherwise at "
+            "least 1e-150, so that the gamma shape 1/cv² is a finite number. Fitted."
         ),
     )
-    etcd_request_core_s: float = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")
-    etcd_receive_core_s_per_byte: float = Field(
+    etcd_request_core_s: Seconds = Field(0.5e-3, ge=0, description="apiserver CPU per etcd range call (gRPC client). Hypothesis.")
+    etcd_receive_core_s_per_byte: Seconds = Field(
         1.5e-9, ge=0, description=(
             "apiserver CPU per stored byte received from etcd: TLS, HTTP/2 frames and the message's bytes, which "
             "gRPC's transport takes in while etcd sends the range, alongside etcd's work (the RangeResponse's "
             "unmarshal and the objects' decoding follow it, in decode_core_s_per_byte). Hypothesis."
         ),
     )
-    decode_core_s_per_object: float = Field(6.134003876203526e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: float = Field(4.164634112875121e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
-    cache_core_s_per_object: float = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
+    decode_core_s_per_object: Seconds = Field(6.134003876203526e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: Seconds = Field(4.164634112875121e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    cache_core_s_per_object: Seconds = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     cache_list_sorted: bool = Field(
         False,
         description=(
@@ -348,7 +359,7 @@ class RequestCpuParams(_Params):
             "B-tree lists them in order). A scenario's kubernetes.version 1.30 or 1.31 sets true."
         ),
     )
-    cache_sort_core_s_per_comparison: float = Field(
+    cache_sort_core_s_per_comparison: Seconds = Field(
         5e-8,
         ge=0,
         description=(
@@ -358,22 +369,22 @@ class RequestCpuParams(_Params):
             "million objects; smaller collections sort faster per comparison, in milliseconds either way."
         ),
     )
-    convert_core_s_per_byte: float = Field(
+    convert_core_s_per_byte: Seconds = Field(
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: float = Field(8.00883479228593e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: float = Field(6.195760861733737e-09, ge=0, description="JSON per byte. Fitted.")
-    protobuf_encode_core_s_per_object: float = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
-    protobuf_encode_core_s_per_byte: float = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
-    cbor_encode_core_s_per_object: float = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
-    cbor_encode_core_s_per_byte: float = Field(4.5e-9, ge=0, description="CBOR per byte. Hypothesis: between Protobuf and JSON.")
-    yaml_encode_core_s_per_object: float = Field(24e-6, ge=0, description="YAML per item (JSON, then converted). Hypothesis: 3x JSON.")
-    yaml_encode_core_s_per_byte: float = Field(25e-9, ge=0, description="YAML per byte. Hypothesis: 3x JSON.")
-    streaming_encode_overhead_fraction: float = Field(
+    json_encode_core_s_per_object: Seconds = Field(8.00883479228593e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: Seconds = Field(6.195760861733737e-09, ge=0, description="JSON per byte. Fitted.")
+    protobuf_encode_core_s_per_object: Seconds = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
+    protobuf_encode_core_s_per_byte: Seconds = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
+    cbor_encode_core_s_per_object: Seconds = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
+    cbor_encode_core_s_per_byte: Seconds = Field(4.5e-9, ge=0, description="CBOR per byte. Hypothesis: between Protobuf and JSON.")
+    yaml_encode_core_s_per_object: Seconds = Field(24e-6, ge=0, description="YAML per item (JSON, then converted). Hypothesis: 3x JSON.")
+    yaml_encode_core_s_per_byte: Seconds = Field(25e-9, ge=0, description="YAML per byte. Hypothesis: 3x JSON.")
+    streaming_encode_overhead_fraction: Number = Field(
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
-    compress_core_s_per_byte: float = Field(
+    compress_core_s_per_byte: Seconds = Field(
         5.762742514253891e-09,
         ge=0,
         description=(
@@ -381,14 +392,14 @@ class RequestCpuParams(_Params):
             "gzip (`client.accept_gzip`) and they reach `request_memory.compress_threshold_bytes`. Fitted."
         ),
     )
-    watch_event_core_s_per_object: float = Field(2e-6, ge=0, description="Per initial event of a WatchList stream (event wrapping, flush). Hypothesis.")
-    refill_core_s_per_object: float = Field(2e-6, ge=0, description="Watch-cache insertion per object while a cache refills. Hypothesis.")
+    watch_event_core_s_per_object: Seconds = Field(2e-6, ge=0, description="Per initial event of a WatchList stream (event wrapping, flush). Hypothesis.")
+    refill_core_s_per_object: Seconds = Field(2e-6, ge=0, description="Watch-cache insertion per object while a cache refills. Hypothesis.")
 
 
 class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
-    etcd_decoded_multiplier: float = Field(
+    etcd_decoded_multiplier: Number = Field(
         0.3247010265805732, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     decoded_bytes_per_object: Bytes = Field(
@@ -400,7 +411,7 @@ class RequestMemoryParams(_Params):
             "list's items. A 1 KB ConfigMap decodes to ~2.5 KB. Hypothesis from the types' sizes."
         ),
     )
-    conversion_copy_fraction: float = Field(
+    conversion_copy_fraction: Number = Field(
         0.1,
         ge=0,
         description=(
@@ -410,7 +421,7 @@ class RequestMemoryParams(_Params):
             "0.29 live bytes per response byte in all, so the copy is ~0.1 of the decoded (3x) bytes."
         ),
     )
-    encode_buffer_multiplier: float = Field(
+    encode_buffer_multiplier: Number = Field(
         1.5, ge=0, description="g: live encode-buffer bytes per response byte of a whole CBOR or YAML response, averaged over the request's life (the buffer grows while encoding; a whole JSON response's buffer is encoding/json's pooled one and a whole Protobuf response's one buffer of its exact size, simapf.server.pool). Hypothesis (list-memory.md: 1.0-2.0): the calibration's responses are streamed, so it does not fit it."
     )
     protobuf_allocator_pool: bool = Field(
@@ -436,7 +447,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     struct_copy_bytes_per_object: Bytes = Field(750.2097934939509, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
-    streaming_item_buffer_multiplier: float = Field(
+    streaming_item_buffer_multiplier: Number = Field(
         0.9294517035754353, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
@@ -448,10 +459,10 @@ class RequestMemoryParams(_Params):
             "snapshot it walks, one interface value (16 B) per object (cacher watch_cache.go, 1.37)."
         ),
     )
-    encode_alloc_multiplier: float = Field(
+    encode_alloc_multiplier: Number = Field(
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size); a whole JSON response's pooled buffer allocates its actual growth instead."
     )
-    streaming_alloc_multiplier: float = Field(
+    streaming_alloc_multiplier: Number = Field(
         0.8351962561101838,
         ge=0,
         description=(
@@ -462,7 +473,7 @@ class RequestMemoryParams(_Params):
             "pooled buffer (encoding/json's encodeState) a benchmark loop reuses."
         ),
     )
-    temp_garbage_fraction: float = Field(
+    temp_garbage_fraction: Number = Field(
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
@@ -475,7 +486,7 @@ class RequestMemoryParams(_Params):
     compress_threshold_bytes: Bytes = Field(
         128 * 1024, description="Responses at least this large are compressed when the client accepts gzip (apiserver: 128 KiB)."
     )
-    write_hold_fraction: float = Field(
+    write_hold_fraction: Number = Field(
         1.0,
         ge=0,
         le=1,
@@ -511,24 +522,24 @@ class RequestMemoryParams(_Params):
 class GcParams(_Params):
     """The Go garbage collector (Go 1.26 runtime/mgcpacer.go, mgclimit.go, mgcscavenge.go)."""
 
-    gogc: Annotated[int | None, BeforeValidator(_gogc)] = Field(
+    gogc: Annotated[Integer | None, BeforeValidator(_gogc)] = Field(
         100, ge=0, description="GOGC percent; `off` or null turns the GOGC goal off."
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
-    mark_rate_bytes_per_core_s: float = Field(
+    mark_rate_bytes_per_core_s: Rate = Field(
         1261320251.8208618,
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )
-    fixed_cost_core_s: float = Field(0.5e-3, ge=0, description="CPU per cycle independent of heap size (sweep termination, stop-the-world phases). Hypothesis.")
+    fixed_cost_core_s: Seconds = Field(0.5e-3, ge=0, description="CPU per cycle independent of heap size (sweep termination, stop-the-world phases). Hypothesis.")
     roots_bytes: Bytes = Field(16e6, description="R: scannable stacks and globals, part of the GOGC goal since Go 1.18.")
     heap_minimum_bytes: Bytes = Field(4 * MiB, description="defaultHeapMinimum (4 MiB), scaled by GOGC/100.")
-    trigger_fraction: float | None = Field(
+    trigger_fraction: Number | None = Field(
         None, gt=0, lt=1, description="Fixed trigger point as a fraction of the way from the marked heap to the goal; null = Go's pacer (runway from cons/mark)."
     )
-    trigger_min_fraction: float = Field(45 / 64, gt=0, lt=1, description="minTriggerRatioNum/triggerRatioDen = 45/64.")
-    trigger_max_fraction: float = Field(61 / 64, gt=0, lt=1, description="maxTriggerRatioNum/triggerRatioDen = 61/64 (large heaps: goal - heap_minimum).")
-    dedicated_fraction: float = Field(0.25, gt=0, le=1, description="gcBackgroundUtilization: dedicated + fractional mark workers = 0.25 x GOMAXPROCS.")
+    trigger_min_fraction: Number = Field(45 / 64, gt=0, lt=1, description="minTriggerRatioNum/triggerRatioDen = 45/64.")
+    trigger_max_fraction: Number = Field(61 / 64, gt=0, lt=1, description="maxTriggerRatioNum/triggerRatioDen = 61/64 (large heaps: goal - heap_minimum).")
+    dedicated_fraction: Number = Field(0.25, gt=0, le=1, description="gcBackgroundUtilization: dedicated + fractional mark workers = 0.25 x GOMAXPROCS.")
     idle_mark_workers: bool = Field(True, description="Ps the mutator leaves idle run idle-priority mark workers.")
     cpu_sharing: Literal["reserved", "shared"] = Field(
         "reserved",
@@ -539,11 +550,13 @@ class GcParams(_Params):
         ),
     )
     assists: bool = Field(True, description="Mutator assists: allocating requests do scan work to keep the heap near the goal.")
-    overshoot_factor: float = Field(1.1, ge=1, description="maxOvershoot: assist goal when the heap is already past the goal.")
-    limiter_cap_fraction: float = Field(0.5, gt=0, lt=1, description="GC CPU limiter: GC share of CPU above which the bucket fills (mgclimit.go: 50 %).")
-    limiter_bucket_s_per_proc: float = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
-    force_period_s: float | None = Field(120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one; null = never.")
-    scavenge_rate_bytes_per_s: float = Field(
+    overshoot_factor: Number = Field(1.1, ge=1, description="maxOvershoot: assist goal when the heap is already past the goal.")
+    limiter_cap_fraction: Number = Field(0.5, gt=0, lt=1, description="GC CPU limiter: GC share of CPU above which the bucket fills (mgclimit.go: 50 %).")
+    limiter_bucket_s_per_proc: Seconds = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
+    force_period_s: Annotated[Seconds | None, AtLeast(1e-3, "1 ms, the finest series step: shorter, a run would be nothing but forced cycles")] = Field(
+        120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one (at least 1 ms); null = never."
+    )
+    scavenge_rate_bytes_per_s: Rate = Field(
         4279765827.3599463,
         gt=0,
         description=(
@@ -551,13 +564,13 @@ class GcParams(_Params):
             "at this rate RSS follows the heap within a trace step, and the measured peaks cannot tell it."
         ),
     )
-    scavenge_retain_factor: float = Field(
+    scavenge_retain_factor: Number = Field(
         1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."
     )
-    memory_limit_scavenge_fraction: float = Field(
+    memory_limit_scavenge_fraction: Number = Field(
         0.95, gt=0, le=1, description="With GOMEMLIMIT the scavenger keeps mapped memory below 0.95 x limit (reduceExtraPercent = 5)."
     )
-    memory_limit_headroom_fraction: float = Field(0.03, ge=0, lt=1, description="memoryLimitHeapGoalHeadroomPercent = 3 (at least 1 MiB).")
+    memory_limit_headroom_fraction: Number = Field(0.03, ge=0, lt=1, description="memoryLimitHeapGoalHeadroomPercent = 3 (at least 1 MiB).")
     page_release: Literal["dontneed", "free"] = Field(
         "dontneed",
         description=(
@@ -593,7 +606,7 @@ class CrdParams(_Params):
             "less a Kind apiserver's ~0.14 GB, is ~1.64 MB per CRD, of which the schema term takes ~0.24 MB."
         ),
     )
-    schema_heap_multiplier: float = Field(
+    schema_heap_multiplier: Number = Field(
         20.0,
         ge=0,
         description=(
@@ -632,7 +645,7 @@ class CrdParams(_Params):
             "and responses, and its List definition. Hypothesis."
         ),
     )
-    openapi_alloc_multiplier: float = Field(
+    openapi_alloc_multiplier: Number = Field(
         2.0,
         ge=0,
         description=(

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from simapf.errors import ConfigError
+from simapf.quantities import Integer
 from simapf.scenario.load import LoadedScenario, apply_overrides, describe_scenario_error, load_scenario, read_yaml
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import PlannedRun, canonical_json, plan_runs, range_values
@@ -40,7 +41,7 @@ class BackendSpec(_Model):
     kind: Literal["joblib", "dask", "serial"] = Field(
         "joblib", description="joblib: local processes (loky); dask: a Dask cluster; serial: in this process."
     )
-    workers: int | None = Field(
+    workers: Integer | None = Field(
         None, ge=1, description="joblib: processes (null = all cores); dask without an address: workers of a local cluster."
     )
     address: str | None = Field(
@@ -69,8 +70,8 @@ class SweepSpec(_Model):
     factors: dict[str, Any] = Field(
         default_factory=dict, description="Dotted key -> [values] | {values: [...]} | {range: [start, stop, step]}."
     )
-    replications: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description="Runs per combination of factor levels, each with its own seed.")
-    seed: int = Field(1, ge=0, description="The sweep seed every run's seed is derived from.")
+    replications: Integer = Field(1, ge=1, le=MAX_SWEEP_RUNS, description="Runs per combination of factor levels, each with its own seed.")
+    seed: Integer = Field(1, ge=0, description="The sweep seed every run's seed is derived from.")
     common_random_numbers: list[str] = Field(
         default_factory=list, description="Factors left out of the seed: runs differing only in them share random streams."
     )

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from simapf.errors import ConfigError, SimapfError
-from simapf.files import check_writable_folder
+from simapf.files import check_writable_folder, json_text
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
 
 
 def write_manifest_file(path: Path, manifest: dict[str, Any]) -> None:
-    text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
+    text = json_text(manifest, indent=2, sort_keys=False) + "\n"
     _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 

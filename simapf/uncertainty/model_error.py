@@ -217,8 +217,8 @@ def load_checked_inputs(path: str | Path = POOL) -> dict[str, Any]:
 def write_pool(residuals: list[Residual], inputs: dict[str, Any], path: str | Path = POOL) -> None:
     """Write the residuals and the checked inputs' ranges (what `load_pool` and
     `load_checked_inputs` read)."""
-    from simapf.files import write_text_atomic
+    from simapf.files import json_text, write_text_atomic
 
     rows = [asdict(r) for r in sorted(residuals, key=lambda r: (r.kind, r.source, r.id))]
     doc = {"level": LEVEL, "inputs": inputs, "residuals": rows}
-    write_text_atomic(Path(path), json.dumps(doc, indent=1) + "\n")
+    write_text_atomic(Path(path), json_text(doc, indent=1) + "\n")

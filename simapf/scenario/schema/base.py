@@ -8,6 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
+# The numbers every field takes (see simapf.quantities): finite, no booleans, durations Go can hold.
+from simapf.quantities import (  # noqa: F401  (re-exported for the schema modules)
+    MAX_CORES, MAX_GO_DURATION_S, MILLICORE, MIN_RATE_PER_S, RATE_FLOOR, Cores, Integer, Number, Rate, Seconds,
+    cpu_quantity,
+)  # fmt: skip
+
 
 # A duration as Kubernetes and Go write them ("90s", "10m", "1h30m", "500ms", "1.5h"): every field
 # in seconds (a name ending in `_s`, not a rate `_per_s`) takes one as well as a number.
@@ -38,13 +44,6 @@ class StrictModel(BaseModel):
                 if parsed is not None:
                     seconds[key] = parsed
         return {**data, **seconds} if seconds else data
-
-
-def cpu_quantity(value: Any) -> Any:
-    """"8000m" -> 8.0, as a Kubernetes CPU quantity; anything else is left to the field."""
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+(?:\.\d+)?m\s*", value):
-        return float(value.strip()[:-1]) / 1000.0
-    return value
 
 
 def _number_as_text(value: Any) -> Any:

@@ -8,7 +8,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import MAX_INSTANCES, MAX_RATE_PER_S, NumberAsText, StrictModel
+from simapf.scenario.schema.base import (
+    MAX_GO_DURATION_S, MAX_INSTANCES, MAX_RATE_PER_S, RATE_FLOOR, Integer, Number, NumberAsText, Rate, Seconds,
+    StrictModel,
+)  # fmt: skip
 from simapf.server.params import Bytes, OptionalBytes
 
 
@@ -44,7 +47,7 @@ class ListOptionsSpec(StrictModel):
         "",
         description="resourceVersionMatch: '' (unset), NotOlderThan or Exact.",
     )
-    limit: int = Field(0, ge=0, description="limit (page size); 0 = no paging.")
+    limit: Integer = Field(0, ge=0, description="limit (page size); 0 = no paging.")
     paginate: bool = Field(True, description="With a limit: follow continue tokens until the list is complete.")
     label_selector: str = Field(
         "",
@@ -57,7 +60,7 @@ class ListOptionsSpec(StrictModel):
             "how much matches."
         ),
     )
-    selectivity: float = Field(
+    selectivity: Number = Field(
         1.0, ge=0, le=1,
         description="With selectors: the fraction of objects that match (the server reads all, returns this many; 0 = none match).",
     )
@@ -81,7 +84,7 @@ class RequestTemplate(StrictModel):
     )
     options: ListOptionsSpec = Field(ListOptionsSpec(), description="List and watch options.")
     encoding: Encoding = Field("json", description="Response encoding (Accept).")
-    watch_duration_s: float = Field(
+    watch_duration_s: Seconds = Field(
         300.0, gt=0, description="watch: how long the watch stays open before the client closes it (it counts toward mutating cost meanwhile)."
     )
 
@@ -89,16 +92,16 @@ class RequestTemplate(StrictModel):
 class RetryPolicy(StrictModel):
     """client-go's handling of 429s: wait Retry-After, retry at most max_retries times."""
 
-    max_retries: int = Field(10, ge=0, description="Retries after a 429 (client-go's default: 10).")
+    max_retries: Integer = Field(10, ge=0, description="Retries after a 429 (client-go's default: 10).")
     honour_retry_after: bool = Field(True, description="Wait the Retry-After the apiserver sends (APF: 1 s, doubling to 32 s under sustained rejection).")
-    fallback_wait_s: float = Field(1.0, ge=0, description="Wait when Retry-After is not honoured.")
+    fallback_wait_s: Seconds = Field(1.0, ge=0, description="Wait when Retry-After is not honoured.")
 
 
 class RateLimit(StrictModel):
     """A client-side token bucket (client-go's flowcontrol rate limiter). Write `disabled` (or
     qps 0) for none at all."""
 
-    qps: float = Field(
+    qps: Rate = Field(
         ...,
         description=(
             "Tokens added per second: the sustained request rate. 0 or less = no token bucket: every "
@@ -107,7 +110,7 @@ class RateLimit(StrictModel):
             "RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter().)"
         ),
     )
-    burst: int | None = Field(
+    burst: Integer | None = Field(
         None, ge=1,
         description="Bucket size: how many requests may go at once after a quiet period. Required when qps > 0.",
     )
@@ -134,11 +137,11 @@ RateLimitText = BeforeValidator(_rate_limit_text)
 
 
 class StartSpec(StrictModel):
-    at_s: float = Field(
+    at_s: Seconds = Field(
         0.0, ge=0,
         description="When the instances start, in seconds from the start of the run (with spread_s: the earliest).",
     )
-    spread_s: float = Field(
+    spread_s: Seconds = Field(
         0.0, ge=0,
         description=(
             "Each instance starts at a uniformly random time this many seconds long after at_s; 0 = all "
@@ -192,7 +195,7 @@ class ClientProcessing(StrictModel):
     (docs/workloads.md); all zero = responses are handled the moment they arrive. A mutator's
     writes take effect at the server whatever it does with the responses: no effect there."""
 
-    per_response_s: float | None = Field(
+    per_response_s: Seconds | None = Field(
         None, ge=0,
         description=(
             "Seconds per response, whatever it carries. null = the kind's default: discovery 1.35e-3 "
@@ -201,14 +204,14 @@ class ClientProcessing(StrictModel):
             "others 7e-5 (a net/http loopback round trip, 74 µs, census-instrumentation/opencensus-go#467)."
         ),
     )
-    per_object_s: float | None = Field(
+    per_object_s: Seconds | None = Field(
         None, ge=0,
         description=(
             "Seconds per object the response carries. null = the kind's default: informer 1.3e-6 (client-go's "
             "indexer, 1274 ns per add with an index, kubernetes/kubernetes#105234); others 0 (decoding is in per_byte_s)."
         ),
     )
-    per_byte_s: float | None = Field(
+    per_byte_s: Seconds | None = Field(
         None, ge=0,
         description=(
             "Seconds per response byte (decoding). null = by the client's encoding: protobuf 2e-9 (~500 MB/s), "
@@ -216,7 +219,7 @@ class ClientProcessing(StrictModel):
             "goroutine, kubernetes/kubernetes#138841. Discovery documents are JSON."
         ),
     )
-    workers: int | None = Field(
+    workers: Integer | None = Field(
         None, ge=1,
         description=(
             "How many responses one instance processes at once; more wait, first come first served. null = the "
@@ -226,7 +229,7 @@ class ClientProcessing(StrictModel):
         ),
     )
 
-    shared_cores: int | None = Field(
+    shared_cores: Integer | None = Field(
         None, ge=1,
         description=(
             "The instances are one program's (a process that starts N informers): its cores process at most "
@@ -258,7 +261,7 @@ class ClientNetwork(StrictModel):
     response in memory while the bytes go out: as they are encoded when the response is streamed,
     after the encoding when not (simapf.server.network)."""
 
-    stream_bytes_per_s: OptionalBytes = Field(
+    stream_bytes_per_s: Annotated[OptionalBytes, RATE_FLOOR] = Field(
         180e6,
         description=(
             "How fast one response goes out to the client: one HTTP/2 stream through TLS. ~180 MB/s from "
@@ -267,7 +270,7 @@ class ClientNetwork(StrictModel):
             "(kubernetes#138327). null = at once (a client that reads as fast as the server writes)."
         ),
     )
-    link_bytes_per_s: OptionalBytes = Field(
+    link_bytes_per_s: Annotated[OptionalBytes, RATE_FLOOR] = Field(
         None,
         description=(
             "What all the instances' responses share: their node's network, or the CPU the client has to "
@@ -275,7 +278,7 @@ class ClientNetwork(StrictModel):
             "null = no limit beyond each stream's."
         ),
     )
-    rtt_s: float = Field(
+    rtt_s: Seconds = Field(
         0.0, ge=0, le=60,
         description=(
             "Round trip between the client and the apiserver: a request reaches the server rtt_s/2 after "
@@ -295,7 +298,7 @@ class ClientNetwork(StrictModel):
 class ClientBase(StrictModel):
     name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
     identity: Identity = Field(..., description="Give exactly one of user and service_account.")
-    count: int = Field(
+    count: Integer = Field(
         1, ge=0, le=MAX_INSTANCES,
         description="Instances (independent clients with this spec; `{i}` in identity names is the index; at most 1,000,000).",
     )
@@ -331,9 +334,9 @@ class OpenLoopClient(ClientBase):
     """Requests at a rate that does not depend on responses."""
 
     kind: Literal["open_loop"] = Field(description="open_loop: this kind of client.")
-    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S, description="Requests per second per instance (at most 1,000,000).")
+    rate_per_s: Rate = Field(..., gt=0, le=MAX_RATE_PER_S, description="Requests per second per instance (at most 1,000,000).")
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Poisson or evenly spaced arrivals.")
-    ramp_up_s: float = Field(
+    ramp_up_s: Seconds = Field(
         0.0,
         ge=0,
         le=1e7,
@@ -343,7 +346,7 @@ class OpenLoopClient(ClientBase):
             "chosen kind at the ramping rate. 0 = the full rate from the start."
         ),
     )
-    max_in_flight: int | None = Field(
+    max_in_flight: Integer | None = Field(
         None,
         ge=1,
         description=(
@@ -356,7 +359,7 @@ class OpenLoopClient(ClientBase):
 
 
 class ThinkTime(StrictModel):
-    mean_s: float = Field(..., ge=0, description="Mean think time between a response and the next request.")
+    mean_s: Seconds = Field(..., ge=0, description="Mean think time between a response and the next request.")
     distribution: Literal["constant", "exponential", "uniform"] = Field("exponential", description="constant, exponential, or uniform on [0, 2 x mean].")
 
 
@@ -365,7 +368,7 @@ class ClosedLoopClient(ClientBase):
 
     kind: Literal["closed_loop"] = Field(description="closed_loop: this kind of client.")
     think_time: ThinkTime = Field(ThinkTime(mean_s=1.0), description="Pause after each response.")
-    iterations: int | None = Field(
+    iterations: Integer | None = Field(
         None, ge=1, description="Total requests shared by all instances (as k6's shared-iterations); null = until the run ends."
     )
     request: RequestTemplate = Field(..., description="Sent at every iteration, after the think time.")
@@ -381,17 +384,28 @@ class ListSpec(StrictModel):
             "watchlist: always WatchList."
         ),
     )
-    page_size: int = Field(500, ge=1, description="client-go's pager page size.")
+    page_size: Integer = Field(500, ge=1, description="client-go's pager page size.")
 
 
 class Backoff(StrictModel):
     """client-go reflector backoff (wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0))."""
 
-    initial_s: float = Field(0.8, gt=0, description="First wait after a failure.")
-    max_s: float = Field(30.0, gt=0, description="Longest wait before jitter.")
-    factor: float = Field(2.0, ge=1, description="Growth per failure.")
-    jitter: float = Field(1.0, ge=0, description="Each wait is d x (1 + jitter x U[0,1)).")
-    reset_s: float = Field(120.0, gt=0, description="After this long without a failure the backoff starts over.")
+    initial_s: Seconds = Field(0.8, gt=0, description="First wait after a failure.")
+    max_s: Seconds = Field(30.0, gt=0, description="Longest wait before jitter.")
+    factor: Number = Field(2.0, ge=1, description="Growth per failure.")
+    jitter: Number = Field(
+        1.0, ge=0,
+        description="Each wait is d x (1 + jitter x U[0,1)); the longest, max(initial_s, max_s) x (1 + jitter), is a Go duration (~292 years at most).",
+    )
+    reset_s: Seconds = Field(120.0, gt=0, description="After this long without a failure the backoff starts over.")
+
+    @model_validator(mode="after")
+    def _longest_wait(self) -> "Backoff":
+        longest = max(self.initial_s, self.max_s) * (1 + self.jitter)
+        if longest > MAX_GO_DURATION_S:
+            raise ValueError(f"the longest wait, max(initial_s, max_s) x (1 + jitter), is {longest:.4g} s, more than "
+                             f"{MAX_GO_DURATION_S:.4g} s, the longest duration Go's int64 nanoseconds hold")  # fmt: skip
+        return self
 
 
 class InformerClient(ClientBase):
@@ -402,11 +416,11 @@ class InformerClient(ClientBase):
     namespace: str | None = Field(None, description="A namespace, or null for all.")
     label_selector: str = Field("", description="labelSelector of list and watch.")
     field_selector: str = Field("", description="fieldSelector, e.g. 'spec.nodeName=node-{i}' as a kubelet does.")
-    selectivity: float = Field(1.0, ge=0, le=1, description="With selectors: the fraction of objects that match (0 = none).")
+    selectivity: Number = Field(1.0, ge=0, le=1, description="With selectors: the fraction of objects that match (0 = none).")
     encoding: Encoding = Field("json", description="Encoding (client-go uses protobuf for built-in types).")
     list: ListSpec = Field(ListSpec(), description="How it lists.")
     backoff: Backoff = Field(Backoff(), description="Backoff between failed list/watch attempts.")
-    watch_timeout_s: float = Field(
+    watch_timeout_s: Seconds = Field(
         300.0, gt=0, description="Watches end after a random time in [timeout, 2 x timeout) and are re-established without a relist (client-go's minWatchTimeout: 5 min, so 5-10 min)."
     )
 
@@ -417,8 +431,8 @@ class MutatorClient(ClientBase):
     kind: Literal["mutator"] = Field(description="mutator: this kind of client.")
     resource: str = Field(..., description="The resource written.")
     namespace: str | None = Field("random", description="A namespace, 'random', or null (cluster-scoped).")
-    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S, description="Writes per second per instance (Poisson; at most 1,000,000).")
-    mix: dict[Literal["create", "update", "patch", "delete"], float] = Field(
+    rate_per_s: Rate = Field(..., gt=0, le=MAX_RATE_PER_S, description="Writes per second per instance (Poisson; at most 1,000,000).")
+    mix: dict[Literal["create", "update", "patch", "delete"], Number] = Field(
         default_factory=lambda: {"update": 1.0},
         description="Relative weights of the verbs, e.g. {create: 1, update: 4, delete: 1}.",
     )
@@ -437,8 +451,8 @@ class DiscoveryClient(ClientBase):
     through its token bucket; repeated every `interval_s`."""
 
     kind: Literal["discovery"] = Field(description="discovery: this kind of client.")
-    interval_s: float = Field(60.0, gt=0, description="Mean time between discovery runs per instance (Poisson).")
-    extra_group_versions: int = Field(
+    interval_s: Seconds = Field(60.0, gt=0, description="Mean time between discovery runs per instance (Poisson).")
+    extra_group_versions: Integer = Field(
         0, ge=0, description="Group-versions served besides those of `resources` (CRDs, aggregated APIs)."
     )
     aggregated: bool = Field(
@@ -455,7 +469,7 @@ class DiscoveryClient(ClientBase):
         6000.0,
         description="Size of one group-version's discovery document (bytes or a quantity).",
     )
-    cache_fsync_s: float | None = Field(
+    cache_fsync_s: Seconds | None = Field(
         None, ge=0,
         description=(
             "Seconds each successful response holds kubectl's disk cache while it is written and synced; responses "

@@ -6,19 +6,19 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from simapf.scenario.schema.base import MAX_INSTANCES, StrictModel
+from simapf.scenario.schema.base import MAX_INSTANCES, Integer, Seconds, StrictModel
 from simapf.scenario.schema.server import Estimator, PriorityLevelOverride
 
 
 class EventBase(StrictModel):
-    at_s: float = Field(..., ge=0, description="When it happens, in seconds from the start of the run.")
+    at_s: Seconds = Field(..., ge=0, description="When it happens, in seconds from the start of the run.")
 
 
 class OutageEvent(EventBase):
     """The network between clients and the apiserver fails: requests and watches break."""
 
     kind: Literal["outage"] = Field(description="outage: this kind of event.")
-    duration_s: float = Field(..., gt=0, description="How long the network stays down.")
+    duration_s: Seconds = Field(..., gt=0, description="How long the network stays down.")
     relist: Literal["auto", "always", "never"] = Field(
         "auto",
         description=(
@@ -32,7 +32,7 @@ class RestartEvent(EventBase):
     """An apiserver process is killed; it comes back after apiserver.restart_s, its caches empty."""
 
     kind: Literal["restart"] = Field(description="restart: this kind of event.")
-    replica: int = Field(0, ge=0, description="Which apiserver replica is killed (from 0).")
+    replica: Integer = Field(0, ge=0, description="Which apiserver replica is killed (from 0).")
 
 
 class RampEvent(EventBase):
@@ -40,8 +40,8 @@ class RampEvent(EventBase):
 
     kind: Literal["ramp"] = Field(description="ramp: this kind of event.")
     client: str = Field(..., description="The client's name.")
-    to_count: int = Field(..., ge=0, le=MAX_INSTANCES, description="Instances at the end.")
-    over_s: float = Field(0.0, ge=0, description="Duration of the ramp (0 = at once).")
+    to_count: Integer = Field(..., ge=0, le=MAX_INSTANCES, description="Instances at the end.")
+    over_s: Seconds = Field(0.0, ge=0, description="Duration of the ramp (0 = at once).")
 
 
 class PolicyEvent(EventBase):
@@ -72,7 +72,7 @@ class CrdInstallEvent(EventBase):
 
     kind: Literal["crd_install"] = Field(description="crd_install: this kind of event.")
     crds: str = Field(..., description="The name of a group in `crds`; it is not installed before this event.")
-    over_s: float = Field(0.0, ge=0, description="Time to create them all, one after another at even intervals (0 = at once).")
+    over_s: Seconds = Field(0.0, ge=0, description="Time to create them all, one after another at even intervals (0 = at once).")
 
 
 Event = Annotated[

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import StrictModel
+from simapf.scenario.schema.base import Integer, Number, StrictModel
 from simapf.server.params import Bytes
 
 
@@ -27,7 +27,7 @@ class SizeDistribution(StrictModel):
     distribution: Literal["constant", "lognormal", "exponential"] = Field(
         "constant", description="constant, lognormal (with sigma) or exponential."
     )
-    sigma: float = Field(0.5, ge=0, description="lognormal: standard deviation of log(size).")
+    sigma: Number = Field(0.5, ge=0, description="lognormal: standard deviation of log(size).")
 
     @field_validator("mean_bytes")
     @classmethod
@@ -48,17 +48,17 @@ class Resource(StrictModel):
     group: str = Field("", description="API group ('' = core).")
     version: str = Field("v1", description="API version (for discovery).")
     namespaced: bool = Field(True, description="Namespaced or cluster-scoped.")
-    count: int = Field(
+    count: Integer = Field(
         ..., ge=0, le=MAX_OBJECTS,
         description="Objects at the start of the run (mutators add and delete some; at most 50,000,000: simapf keeps each one's size).",
     )
     object_size: SizeDistribution = Field(..., description="A size is drawn for each object, at the start and on every create.")
-    namespaces: int = Field(1, ge=1, le=MAX_OBJECTS, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
+    namespaces: Integer = Field(1, ge=1, le=MAX_OBJECTS, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
     watch_cache: bool = Field(True, description="Whether the apiserver keeps a watch cache of it.")
     converts: bool = Field(
         False, description="Whether internal-to-external list conversion copies objects (Pods, Nodes: true; ConfigMaps, Secrets, CRs: false)."
     )
-    decoded_size_multiplier: float | None = Field(
+    decoded_size_multiplier: Number | None = Field(
         None, gt=0,
         description=(
             "Decoded Go size of one of its objects per byte stored in etcd, in the watch cache and in a LIST "
@@ -69,7 +69,7 @@ class Resource(StrictModel):
         ),
     )
 
-    gzip_ratio: float | None = Field(
+    gzip_ratio: Number | None = Field(
         None, gt=0, le=1.1,
         description=(
             "Size of a gzip-compressed response of its objects per byte of the plain one (what a client "
@@ -118,10 +118,10 @@ class CrdGroup(StrictModel):
     `resources` like any other."""
 
     name: str = Field(..., min_length=1, description="A name for the group (a crd_install event refers to it).")
-    count: int = Field(..., ge=1, le=MAX_CRDS, description="How many CRDs.")
-    served_versions: int = Field(1, ge=1, le=32, description="Versions each CRD serves: each has its own storage and schema.")
+    count: Integer = Field(..., ge=1, le=MAX_CRDS, description="How many CRDs.")
+    served_versions: Integer = Field(1, ge=1, le=32, description="Versions each CRD serves: each has its own storage and schema.")
     schema_bytes: Bytes = Field(16 * 1024, description="Size of one version's openAPIV3Schema, as JSON (bytes or a quantity).")
-    api_groups: int | None = Field(
+    api_groups: Integer | None = Field(
         None, ge=1, description="API groups the CRDs span: discovery walks api_groups x served_versions group-versions. null: one per CRD."
     )
 

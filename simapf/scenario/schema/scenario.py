@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pydantic import Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import StrictModel
+from simapf.scenario.schema.base import Integer, Seconds, StrictModel
 from simapf.scenario.schema.clients import (
     CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, MutatorClient,
     OpenLoopClient,
@@ -24,13 +24,24 @@ MAX_SCRAPES = 1_000_000
 DEFAULT_MAX_REQUESTS = 100_000_000
 
 
+def _unique(field: str, names: list[str], what: str) -> dict[str, int]:
+    """Each name's index in `field`; a name given twice is an error (which one would an event,
+    a metric or a series mean?)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"{field}[{i}].name: duplicate {what} {name!r} (also {field}[{seen[name]}])")
+        seen[name] = i
+    return seen
+
+
 class RunSpec(StrictModel):
-    duration_s: float = Field(
+    duration_s: Seconds = Field(
         300.0, gt=0, le=MAX_DURATION_S,
         description="How much simulated time the run covers (~116 days at most).",
     )
-    seed: int = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
-    scrape_interval_s: float = Field(
+    seed: Integer = Field(1, ge=0, description="Seed of every random stream (arrivals, sizes, jitter).")
+    scrape_interval_s: Seconds = Field(
         1.0, ge=0.001,
         description=(
             "Step of the time series: every series is sampled this often, like a Prometheus scrape "
@@ -40,14 +51,14 @@ class RunSpec(StrictModel):
         ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
-    max_requests: int = Field(
+    max_requests: Integer = Field(
         DEFAULT_MAX_REQUESTS, ge=1,
         description=(
             "The most requests the run may be expected to send (open-loop clients' and writers' rates x instances "
             "x duration); a scenario beyond it is refused before it runs. Raise it for a deliberately long run."
         ),
     )
-    steady_state_from_s: float | None = Field(
+    steady_state_from_s: Seconds | None = Field(
         None, ge=0,
         description="Start of the steady-state window, in s from the start of the run: the summary's "
         "`*_steady` peaks and means cover [steady_state_from_s, duration_s], leaving out the start-up "
@@ -96,17 +107,12 @@ class Scenario(StrictModel):
 
     @model_validator(mode="after")
     def _references(self) -> "Scenario":
-        seen: dict[str, int] = {}
-        for i, r in enumerate(self.resources):
-            if r.key in seen:
-                raise ValueError(f"resources[{i}].name: duplicate resource {r.key!r} (also resources[{seen[r.key]}])")
-            seen[r.key] = i
-        names: dict[str, int] = {}
+        _unique("resources", [r.key for r in self.resources], "resource")
+        names = _unique("clients", [c.name for c in self.clients], "client name")
+        groups = _unique("crds", [g.name for g in self.crds], "CRD group")
+        _unique("admission_webhooks", [w.name for w in self.admission_webhooks], "webhook name")
         for i, c in enumerate(self.clients):
             where = f"clients[{i}]"
-            if c.name in names:
-                raise ValueError(f"{where}.name: duplicate client name {c.name!r} (also clients[{names[c.name]}])")
-            names[c.name] = i
             resource = getattr(c, "resource", None) or getattr(getattr(c, "request", None), "resource", None)
             field = "resource" if hasattr(c, "resource") else "request.resource"
             if resource is not None:
@@ -124,11 +130,6 @@ class Scenario(StrictModel):
                     f"events[{i}].replica: there is no replica {e.replica} (apiserver.replicas: "
                     f"{self.apiserver.replicas}; replicas count from 0)"
                 )
-        groups: dict[str, int] = {}
-        for i, g in enumerate(self.crds):
-            if g.name in groups:
-                raise ValueError(f"crds[{i}].name: duplicate CRD group {g.name!r} (also crds[{groups[g.name]}])")
-            groups[g.name] = i
         installed: dict[str, int] = {}
         for i, e in enumerate(self.events):
             if isinstance(e, CrdInstallEvent):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
-from simapf.scenario.schema.base import NumberAsText, StrictModel, cpu_quantity
+from simapf.scenario.schema.base import Cores, Integer, Number, NumberAsText, Seconds, StrictModel
 from simapf.server.params import OptionalBytes
 
 
@@ -55,10 +55,33 @@ class FeatureGates(StrictModel):
     )
 
 
+# The releases simapf models: from the first whose apiservers run APF by default (flowcontrol
+# v1beta1, on from 1.20) to the one after its 1.37 defaults, then in development.
+OLDEST_RELEASE = (1, 20)
+NEWEST_RELEASE = (1, 38)
+# "1.33", "v1.33.4", "1.33.4-gke.1200": major.minor, a patch, and what vendors and pre-releases add.
+_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?")
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a version simapf models; None for anything else."""
+    match = _VERSION_RE.fullmatch(version.strip())
+    release = (int(match[1]), int(match[2])) if match else None
+    return release if release is not None and OLDEST_RELEASE <= release <= NEWEST_RELEASE else None
+
+
+def _supported_version(value: str) -> str:
+    if _release(value) is None:
+        oldest, newest = (".".join(map(str, r)) for r in (OLDEST_RELEASE, NEWEST_RELEASE))
+        what = "not a release simapf models" if _VERSION_RE.fullmatch(value.strip()) else "not a Kubernetes version"
+        raise ValueError(f'{value!r} is {what}: give one from {oldest} to {newest}, like "1.33" or "v1.33.4"')
+    return value
+
+
 def _version_text(value: Any) -> Any:
     # YAML and --set read 1.28 as a number, which says 1.28 again, but 1.30 as 1.3: a release that
     # ends in 0 cannot be told from the one before simapf's range, so only it must be quoted.
-    if isinstance(value, float) and re.fullmatch(r"\d+\.\d", repr(value)):
+    if isinstance(value, float) and re.fullmatch(r"\d+\.\d", repr(value)) and _release(f"{value}0") is not None:
         raise ValueError(
             f"read as the number {value!r}, which drops a trailing zero (1.30 becomes 1.3): write the "
             f'version in quotes, e.g. "{value}0"'
@@ -67,10 +90,12 @@ def _version_text(value: Any) -> Any:
 
 
 class Kubernetes(StrictModel):
-    version: Annotated[str, NumberAsText, BeforeValidator(_version_text)] = Field(
+    version: Annotated[str, NumberAsText, BeforeValidator(_version_text), AfterValidator(_supported_version)] = Field(
         "1.37",
         description=(
-            "The Kubernetes version the defaults describe, in quotes (YAML reads 1.30 as 1.3). What changed "
+            "The Kubernetes version the defaults describe, in quotes (YAML reads 1.30 as 1.3): a release from 1.20 "
+            "(the first whose apiservers run APF by default) to 1.38, with or without a leading v, a patch and a "
+            "vendor's suffix (v1.33.4-gke.1200). What changed "
             "between releases follows it where the scenario does not say: EtcdRangeStream (from 1.37), kubectl's "
             "discovery cache syncs (before 1.25), what a CRD costs the heap (before 1.25 and 1.28), how the Go "
             "runtime releases pages (before 1.21) and grows encode buffers (before 1.25), the watch cache's sort "
@@ -97,7 +122,7 @@ class LoadBalancer(StrictModel):
             "(a flow hash, as network load balancers do)."
         ),
     )
-    health_check_s: float = Field(
+    health_check_s: Seconds = Field(
         10.0, ge=0,
         description=(
             "How long the balancer takes to notice that a replica died or came back; until then it sends "
@@ -113,7 +138,7 @@ class Apiserver(StrictModel):
     ones of the resource-model parameters; every replica has all of them (its own cores, memory
     limit and APF with the full concurrency limits, as upstream does)."""
 
-    replicas: int = Field(
+    replicas: Integer = Field(
         1, ge=1, le=16,
         description=(
             "Apiserver replicas behind one load balancer, all reading the same etcd. Each has its own "
@@ -121,7 +146,7 @@ class Apiserver(StrictModel):
         ),
     )
     load_balancer: LoadBalancer = Field(LoadBalancer(), description="How connections are spread over the replicas.")
-    goaway_chance: float = Field(
+    goaway_chance: Number = Field(
         0.0, ge=0, le=0.02,
         description=(
             "--goaway-chance: the share of requests (watches excepted) after which the replica closes the "
@@ -130,17 +155,21 @@ class Apiserver(StrictModel):
         ),
     )
 
-    cores: Annotated[float, BeforeValidator(cpu_quantity)] = Field(
-        16.0, gt=0, description="CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes them (8000m)."
+    cores: Cores = Field(
+        16.0, gt=0,
+        description=(
+            "CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes "
+            "them (8000m). From 1m, the smallest CPU quantity Kubernetes gives, to 8192, the most CPUs Linux runs on."
+        ),
     )
-    max_requests_inflight: int = Field(
+    max_requests_inflight: Integer = Field(
         400, ge=0,
         description=(
             "--max-requests-inflight: the limit on read-only requests in flight. APF's server concurrency"
             " is the sum of this and max_mutating_requests_inflight."
         ),
     )
-    max_mutating_requests_inflight: int = Field(
+    max_mutating_requests_inflight: Integer = Field(
         200, ge=0,
         description=(
             "--max-mutating-requests-inflight: the limit on mutating requests in flight. APF's server "
@@ -150,7 +179,7 @@ class Apiserver(StrictModel):
     memory_limit_bytes: OptionalBytes = Field(
         None, description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
     )
-    gogc: int | None | Literal["off"] = Field(
+    gogc: Integer | None | Literal["off"] = Field(
         100,
         description=(
             "GOGC: a GC cycle starts when the heap has grown this many percent over the live heap the "
@@ -165,14 +194,14 @@ class Apiserver(StrictModel):
             "a quantity); null = none."
         ),
     )
-    gomaxprocs: int | None = Field(
+    gomaxprocs: Integer | None = Field(
         None, ge=1,
         description="GOMAXPROCS: how many threads run Go code at once; null = ceil(cores).",
     )
-    restart_s: float | None = Field(
+    restart_s: Seconds | None = Field(
         None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
     )
-    request_timeout_s: float = Field(
+    request_timeout_s: Seconds = Field(
         60.0, gt=0, description="--request-timeout: APF's queue wait limit is a quarter of it, at most 60 s."
     )
     params_file: str | None = Field(
@@ -200,7 +229,7 @@ class Apiserver(StrictModel):
         if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not v.strip().isdigit()):
             shown = str(v).lower() if isinstance(v, bool) else repr(v)
             raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
-        return v
+        return int(v) if isinstance(v, str) else v  # GOGC=200 as the environment writes it
 
     @model_validator(mode="after")
     def _concurrency(self) -> "Apiserver":
@@ -220,24 +249,24 @@ class Apiserver(StrictModel):
 class PriorityLevelOverride(StrictModel):
     """Changes to one priority level of the APF configuration (null keeps its value)."""
 
-    nominal_concurrency_shares: int | None = Field(
+    nominal_concurrency_shares: Integer | None = Field(
         None, ge=0,
         description="nominalConcurrencyShares: the level's share of the server concurrency (against all levels' sum).",
     )
-    lendable_percent: int | None = Field(
+    lendable_percent: Integer | None = Field(
         None, ge=0, le=100,
         description="lendablePercent: the part of the level's nominal concurrency other levels may borrow.",
     )
-    borrowing_limit_percent: int | None = Field(
+    borrowing_limit_percent: Integer | None = Field(
         None, ge=0,
         description="borrowingLimitPercent: the most the level may borrow, in percent of its nominal concurrency.",
     )
-    queues: int | None = Field(None, ge=1, description="limitResponse.queuing.queues: how many queues the level has.")
-    hand_size: int | None = Field(
+    queues: Integer | None = Field(None, ge=1, description="limitResponse.queuing.queues: how many queues the level has.")
+    hand_size: Integer | None = Field(
         None, ge=1,
         description="limitResponse.queuing.handSize: how many queues a flow is shuffle-sharded over.",
     )
-    queue_length_limit: int | None = Field(
+    queue_length_limit: Integer | None = Field(
         None, ge=1,
         description="limitResponse.queuing.queueLengthLimit: requests one queue may hold; more are rejected.",
     )
@@ -279,9 +308,9 @@ class APF(StrictModel):
 
 
 class WebhookServiceTime(StrictModel):
-    mean_s: float = Field(..., gt=0, le=3600, description="Mean time one call takes at the webhook's server.")
+    mean_s: Seconds = Field(..., gt=0, le=3600, description="Mean time one call takes at the webhook's server.")
     distribution: Literal["constant", "exponential", "lognormal"] = Field("exponential", description="constant, exponential, or lognormal with `sigma`.")
-    sigma: float = Field(0.5, gt=0, le=5, description="lognormal: the standard deviation of the log.")
+    sigma: Number = Field(0.5, gt=0, le=5, description="lognormal: the standard deviation of the log.")
 
 
 class AdmissionWebhook(StrictModel):
@@ -298,7 +327,7 @@ class AdmissionWebhook(StrictModel):
     failure_policy: Literal["Fail", "Ignore"] = Field(
         "Fail", description="A call that times out fails the request (Fail, upstream's default) or is skipped (Ignore)."
     )
-    timeout_s: float = Field(10.0, gt=0, le=30, description="timeoutSeconds: default 10, at most 30 (upstream).")
-    replicas: int = Field(1, ge=1, le=10_000, description="Pods serving the webhook.")
-    concurrency: int = Field(1, ge=1, le=10_000, description="Calls one replica serves at once; more wait, first come first served.")
+    timeout_s: Seconds = Field(10.0, gt=0, le=30, description="timeoutSeconds: default 10, at most 30 (upstream).")
+    replicas: Integer = Field(1, ge=1, le=10_000, description="Pods serving the webhook.")
+    concurrency: Integer = Field(1, ge=1, le=10_000, description="Calls one replica serves at once; more wait, first come first served.")
     service_time: WebhookServiceTime = Field(..., description="How long one call takes at a free server.")

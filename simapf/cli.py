@@ -116,7 +116,7 @@ def compile_core(clean: bool) -> None:
 @main.command("apf-report")
 @click.option("--server-concurrency", default=600, show_default=True, type=click.IntRange(min=1),
               help="--max-requests-inflight plus --max-mutating-requests-inflight.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(),
               help="FlowSchema and PriorityLevelConfiguration YAML as `kubectl get flowschemas,"
                    "prioritylevelconfigurations -o yaml` prints it; default: the 1.37 bootstrap "
                    "configuration. Mandatory objects are added if missing.")
@@ -139,10 +139,10 @@ def apf_report(server_concurrency: int, config_path: str | None, fmt: str) -> No
 
 
 @main.command()
-@click.option("--level", "level_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--level", "level_path", required=True, type=click.Path(),
               help="LEVEL.json: name, concurrencyLimit, queues, handSize, queueLengthLimit, "
                    "requestWaitLimitSeconds (default 15, at most 60); queues 0 = Reject level.")
-@click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", required=True, type=click.Path(),
               help="TRACE.csv with columns id, arrival_s, flow, initial_seats, final_seats, "
                    "additional_latency_s, service_s (header required, any order).")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
@@ -168,7 +168,7 @@ def replay(level_path: str, trace_path: str, out_path: str) -> None:
 
 
 @main.command("run")
-@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Directory to write series (Parquet, CSV), summary.json and the overview figure to.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -216,7 +216,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 
 
 @main.command("compare")
-@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--policy", "policies", multiple=True, required=True, metavar="NAME[:k=v,...]",
               help="A LIST policy (apf.estimator.list_policy) with its list_params, e.g. upstream, "
                    "etcd-uncapped:max_list_seats=200, mypkg.mod:Class:factor=0.5. Repeat for each; the "
@@ -328,7 +328,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float) -> Non
 
 
 @main.command("sweep")
-@click.argument("sweep_path", type=click.Path(dir_okay=False))
+@click.argument("sweep_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Result directory (one Parquet file per run); rerunning with the same one resumes. "
                    "Default: the sweep file's `out`, else ./sweep-NAME.")
@@ -360,7 +360,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 
 
 @main.command("optimize")
-@click.argument("spec_path", type=click.Path(dir_okay=False))
+@click.argument("spec_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Result directory (every run, the study, the report); rerunning with the same one resumes. "
                    "Default: the file's `out`, else ./optimize-NAME.")
@@ -424,11 +424,11 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 
 
 @main.command()
-@click.option("--data", "data_path", type=click.Path(dir_okay=False),
+@click.option("--data", "data_path", type=click.Path(),
               help="Measured CSV (default: calibration/list-memory-experiments.csv).")
-@click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
+@click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(),
               help="Calibration record to write (its Jacobian goes beside it as <name>.jacobian.json).")
-@click.option("--start", "start_path", type=click.Path(dir_okay=False),
+@click.option("--start", "start_path", type=click.Path(),
               help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
               help="Most least-squares iterations (one grid of simulations each).")
@@ -451,7 +451,7 @@ def _resumable(load, kind: str, out_dir: str | None, run):
                    "off (default: the start record's, else soft_l1).")
 @click.option("--report", "report", is_flag=True,
               help="Instead of fitting: regenerate docs/validation.md for --params (its figure: simapf figures figures/docs.yaml).")
-@click.option("--params", "params_path", type=click.Path(dir_okay=False),
+@click.option("--params", "params_path", type=click.Path(),
               help="With --report: the record to report on (default: the shipped one).")
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")

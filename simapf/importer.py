@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from simapf.errors import ConfigError
-from simapf.files import read_text, write_text_atomic
+from simapf.files import MAX_METRICS_BYTES, read_text, write_text_atomic
 
 DEFAULT_OBJECT_BYTES = 4096
 MIN_RATE_PER_S = 0.01  # request classes rarer than this are left out
@@ -77,7 +77,7 @@ def read_metrics(path: Path) -> dict[str, list[tuple[dict[str, str], float]]]:
 
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     try:
-        for family in text_string_to_metric_families(read_text(path)):
+        for family in text_string_to_metric_families(read_text(path, MAX_METRICS_BYTES, "a metrics file")):
             for s in family.samples:
                 samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
     except ValueError as err:

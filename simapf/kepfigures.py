@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simapf.errors import ConfigError
-from simapf.files import read_yaml
+from simapf.files import read_text, read_yaml
 from simapf.messages import describe
 
 KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
@@ -178,10 +178,10 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
         if isinstance(fig, TimeseriesFigure) and fig.overlay:
             import hashlib
 
-            from simapf.files import read_text
+            from simapf.files import MAX_METRICS_BYTES, read_text
 
             # The measured data a figure shows is one of its inputs: a new export makes it stale.
-            found["overlay_sha256"] = canonical_sha256([hashlib.sha256(read_text(base / o.file).encode()).hexdigest()
+            found["overlay_sha256"] = canonical_sha256([hashlib.sha256(read_text(base / o.file, MAX_METRICS_BYTES, "a metrics file").encode()).hexdigest()
                                                         for o in fig.overlay])  # fmt: skip
         return found
     if isinstance(fig, SweepFigure):
@@ -527,7 +527,7 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
         raise ConfigError(f"{out}: no figures with provenance here")
     for side in sides:
         name = side.name.removesuffix(".provenance.json")
-        record = json.loads(side.read_text())
+        record = json.loads(read_text(side))
         spec_path = (out / record.get("spec", "")).resolve()
         if not spec_path.is_file():
             verdicts.append((name, f"stale: its spec {spec_path} is gone"))

@@ -4,7 +4,7 @@ This is how fair queuing is checked request by request: the trace says when each
 arrives, to which flow it belongs, its seats and how long its handler runs; the output says
 when it was dispatched or why it was rejected, and when its seats were released.
 
-The module imports only the APF queueset and the standard library, so that a replay of a
+The module imports only the APF queueset, simapf's file readers and the standard library, so that a replay of a
 large trace spends its time replaying, not starting up.
 """
 
@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import csv
 from heapq import heappop, heappush
+import io
 import json
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from simapf.apf.clock import FINISH, EventLoop
 from simapf.apf.queueset import Listener, QueueSet, Request
 from simapf.apf.shuffle import flow_hash
 from simapf.errors import SimapfError
+from simapf.files import MAX_TEXT_BYTES, MAX_TRACE_BYTES, read_bytes
 
 NS_PER_S = 1_000_000_000
 MAX_WAIT_LIMIT_S = 60  # upstream caps any queue wait at one minute
@@ -67,15 +71,24 @@ def _require_int(doc: dict, key: str, where: str, minimum: int, default: int | N
     return value
 
 
+def _no_duplicate_keys(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of a key written twice; the user meant one of them.
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ReplayInputError(f"{where}: {key}: given twice")
+        doc[key] = value
+    return doc
+
+
 def load_level(path: str | Path) -> LevelSpec:
     """Read LEVEL.json: name, concurrencyLimit, queues, handSize, queueLengthLimit,
     requestWaitLimitSeconds (default 15, capped at 60). `queues: 0` makes a Reject level."""
     where = str(path)
+    data = read_bytes(Path(path), MAX_TEXT_BYTES, "a level file")
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ReplayInputError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc = json.loads(data.decode("utf-8"), object_pairs_hook=partial(_no_duplicate_keys, where))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReplayInputError(f"{where}: not readable JSON: {err}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{where}: must be a JSON object")
@@ -186,12 +199,10 @@ def load_trace(path: str | Path, use_hash: bool = True) -> Trace:
     """Read TRACE.csv, in file order."""
     where = str(path)
     try:
-        handle = open(path, newline="")
-    except FileNotFoundError:
-        raise ReplayInputError(f"{where}: no such file") from None
-    except OSError as err:
-        raise ReplayInputError(f"{where}: {err}") from None
-    with handle:
+        text = read_bytes(Path(path), MAX_TRACE_BYTES, "a trace").decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ReplayInputError(f"{where}: not UTF-8 text: {err}") from None
+    with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader, None)

@@ -18,7 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import yaml
 from pydantic import ValidationError
 
 from simapf.apf.config import bootstrap_objects, build_effective_config, load_objects, objects_from_data
@@ -28,7 +27,7 @@ from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_yaml_size, read_yaml
+from simapf.files import check_yaml_size, parse_yaml_value, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
@@ -141,14 +140,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. run.duration_s=120")
     if any(not part.strip() for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: empty part in the key {key!r}")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
-        parsed = value
-    except RecursionError:
-        raise ConfigError(f"--set {key}: nested more than {MAX_YAML_DEPTH} levels deep") from None
-    check_yaml_size(parsed, f"--set {key}")
-    return key, parsed
+    return key, parse_yaml_value(value, f"--set {key}")
 
 
 def apply_overrides(data: dict, overrides: Iterable[str] | dict[str, Any], name: str = "<scenario>") -> dict:
@@ -351,8 +343,6 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
             raw = read_yaml(file_path)
         except ConfigError as exc:
             raise ConfigError(f"apiserver.params_file: {exc}") from None
-        if raw is None:
-            raw = {}
         if isinstance(raw, dict) and isinstance(raw.get("params"), dict):
             raw = raw["params"]  # calibration records keep them under `params`
         if not isinstance(raw, dict):

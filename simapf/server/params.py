@@ -702,5 +702,5 @@ class ServerParams(_Params):
     def from_yaml(cls, path: str | Path) -> "ServerParams":
         """Load from a YAML file holding a mapping with any subset of the fields."""
         path = Path(path)
-        data = read_yaml(path)
+        data = read_yaml(path, empty_ok=True)
         return cls.from_dict(data, source_name=str(path))

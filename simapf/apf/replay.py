@@ -37,6 +37,11 @@ OUTPUT_COLUMNS = (
 )  # fmt: skip
 
 
+# The most queues a replayed level may have: each is an object of its own (upstream accepts ten
+# times as many).
+MAX_QUEUES_HELD = 1_000_000
+
+
 class ReplayInputError(SimapfError):
     """A level or trace file the replay cannot use."""
 
@@ -102,6 +107,8 @@ def load_level(path: str | Path) -> LevelSpec:
         raise ReplayInputError(f"{where}: name: must be a string")
     cl = _require_int(doc, "concurrencyLimit", where, 0)
     queues = _require_int(doc, "queues", where, 0)
+    if queues > MAX_QUEUES_HELD:
+        raise ReplayInputError(f"{where}: queues: {queues:,} is more than the {MAX_QUEUES_HELD:,} queues a replay holds")
     # A Reject level (queues 0) has no queues to deal: the replay format writes it with
     # handSize 0 and queueLengthLimit 0, which are ignored.
     hand = _require_int(doc, "handSize", where, 0 if queues == 0 else 1, default=1 if queues == 0 else None)

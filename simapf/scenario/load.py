@@ -30,6 +30,7 @@ from simapf.errors import ConfigError
 from simapf.files import check_yaml_size, parse_yaml_value, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
+from simapf.scenario import work
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
@@ -234,7 +235,9 @@ def resolve(sc: Scenario, base_dir: Path, source: str) -> LoadedScenario:
             check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
             event_apf[i] = apf_objects(event.config, event.priority_levels, base_dir, f"events[{i}]")
-    return LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    work.check(loaded)
+    return loaded
 
 
 def apf_gates(sc: Scenario) -> FeatureGates:

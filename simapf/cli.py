@@ -60,6 +60,20 @@ def _exit_on_signal(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def _announce(loaded_scenarios, runs: int = 1, workers: int | None = 1) -> None:
+    """Before a long or large piece of work starts, say how large it is (one warning line), so
+    that building it does not sit silent: `runs` runs of the largest of `loaded_scenarios`."""
+    import os
+
+    from simapf.scenario import work
+
+    works = [work.estimate(loaded) for loaded in loaded_scenarios]
+    largest = max(works, key=lambda w: (w.seconds(), w.memory_bytes()))
+    line = work.notice(largest, runs, workers or os.cpu_count() or 1)
+    if line:
+        click.echo(f"simapf: warning: {line}", err=True)
+
+
 def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
     """Refuse a bad --out before spending the run's time, not after."""
     if out_dir:
@@ -108,7 +122,9 @@ def compile_core(clean: bool) -> None:
     try:
         compiled_core.build()
     except compiled_core.CompileError as err:
-        raise click.ClickException(str(err)) from None
+        if _DEBUG and err.detail:
+            click.echo(err.detail, err=True)
+        _fail(err)
     click.echo(f"compiled {len(compiled_core.MODULES)} modules in {time.perf_counter() - started:.0f} s: "
                "simapf now runs them compiled (`simapf compile --clean` to undo)")
 
@@ -196,6 +212,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
+        _announce([loaded])
         result = run(loaded, progress=progress)
         if out_dir:
             try:
@@ -257,6 +274,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
+        _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
                          dask=dask_address, progress=progress)  # fmt: skip
         if out_dir:
@@ -353,9 +371,12 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep
 
-    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir,
-                    lambda loaded, out: sweep(loaded, out, workers=workers, backend=backend, dask=dask_address,
-                                              progress=progress, force=force, allow_user_code=allow_user_code))  # fmt: skip
+    def run(loaded, out):
+        _announce([c.loaded for c in loaded.combinations], len(loaded.runs), workers or loaded.spec.backend.workers)
+        return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
+                     allow_user_code=allow_user_code)
+
+    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir, run)
     click.echo(format_sweep(df), nl=False)
 
 
@@ -392,8 +413,14 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         return load_optimize_spec(spec_path)
 
     def run(loaded, out):
+        from simapf.scenario import load_scenario
         from simapf.search import optimize
 
+        s = loaded.spec
+        n_trials = trials or s.trials
+        compared = len(loaded.compare_with)
+        _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
+                  (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
                         progress=progress, force=force, allow_user_code=allow_user_code)
 

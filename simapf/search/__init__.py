@@ -29,7 +29,8 @@ from simapf.search.study import (
     search,
     study_for,
 )
-from simapf.search.spec import LoadedOptimization, OptimizeSpec, load_optimize_spec
+from simapf.search.spec import MAX_TRIALS, LoadedOptimization, OptimizeSpec, load_optimize_spec
+from simapf.sweeps.spec import MAX_SWEEP_RUNS
 from simapf.sweeps.backends import choose, release_workers, session
 
 __all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "load_optimize_spec", "optimize"]
@@ -64,6 +65,10 @@ def optimize(
     n_trials = trials if trials is not None else s.trials
     if n_trials < 1:
         raise ConfigError(f"--trials: must be at least 1, got {n_trials}")
+    n_runs = n_trials * len(s.scenarios) * len(s.seeds)
+    if n_trials > MAX_TRIALS or n_runs > MAX_SWEEP_RUNS:
+        raise ConfigError(f"--trials: {n_trials:,} trials ({n_runs:,} runs with {len(s.scenarios)} scenarios x "
+                          f"{len(s.seeds)} seeds), more than {MAX_TRIALS:,} trials or {MAX_SWEEP_RUNS:,} runs")  # fmt: skip
     out_dir = Path(out) if out is not None else (loaded.base_dir / s.out if s.out else None)
     start = time.perf_counter()
     with result_directory(out_dir, loaded, force) as (runs_dir, storage):

@@ -244,6 +244,20 @@ def check_output_directory(out: Path, kind: str, force: bool = False) -> None:
         raise SimapfError(f"--out {out}: cannot write: permission denied on {parent}")
 
 
+def check_output_file(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work is done, an output file path that cannot be written: a directory
+    or other non-file, a path under a file, a folder simapf may not write in."""
+    if path.is_dir():
+        raise SimapfError(f"{option} {path}: is a directory; name a file")
+    if path.exists() and not path.is_file():
+        raise SimapfError(f"{option} {path}: exists and is not a regular file")
+    parent = _existing_ancestor(path.parent)
+    if not parent.is_dir():
+        raise SimapfError(f"{option} {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SimapfError(f"{option} {path}: cannot write: permission denied on {parent}")
+
+
 def _existing_ancestor(path: Path) -> Path:
     path = path.absolute()
     while not path.exists() and path != path.parent:

@@ -23,6 +23,7 @@ from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import SHIPPED, build_record, load_params, record_free_params, record_loss, write_record
 from simapf.calibrate.report import current_values, jacobian_path, load_jacobian, save_jacobian
+from simapf.files import check_output_file
 from simapf.sweeps.backends import Backend
 
 
@@ -44,6 +45,8 @@ def calibrate(
     `free_keys` and `loss` default to the start record's (see the module's docstring).
     `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see
     `fit` (default NOISE_FLOOR)."""
+    check_output_file(Path(out))
+    check_output_file(jacobian_path(out))
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED

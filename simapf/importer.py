@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from simapf.apf.config import load_objects
 from simapf.errors import ConfigError
 from simapf.files import MAX_METRICS_BYTES, read_text, write_text_atomic
 
@@ -113,6 +114,7 @@ def import_cluster(apf: Path, metrics: Path, api_resources: Path, out: Path, *, 
         raise ConfigError(f"{out}: folder {str(out.parent)!r} does not exist")
     samples = read_metrics(metrics)
     kinds = read_api_resources(api_resources)
+    load_objects(apf)  # before it is copied: a device or a huge file must not be
     if uptime_s is None:
         start = samples.get("process_start_time_seconds")
         if not start or scraped_at_unix_s is None:

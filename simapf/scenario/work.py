@@ -50,10 +50,10 @@ SERIES_PER_CLIENT = 5
 REQUEST_COUNTER_SERIES = 8
 
 # What a run may need: series samples (the run's tables are built from them in memory) and
-# memory in all. Past MAX_RUN_BYTES a run would not fit a workstation; past NOTICE_* it is
-# announced before it starts.
+# memory in all. Past MAX_RUN_BYTES a run would not fit a laptop; past NOTICE_* it is announced
+# before it starts.
 MAX_SAMPLES = 10_000_000
-MAX_RUN_BYTES = 16 * 2**30
+MAX_RUN_BYTES = 8 * 2**30
 NOTICE_BYTES = 2 * 2**30
 NOTICE_SECONDS = 60.0
 

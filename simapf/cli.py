@@ -414,10 +414,10 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
 
     def run(loaded, out):
         from simapf.scenario import load_scenario
-        from simapf.search import optimize
+        from simapf.search import check_trials, optimize
 
         s = loaded.spec
-        n_trials = trials or s.trials
+        n_trials = check_trials(loaded, trials)
         compared = len(loaded.compare_with)
         _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
                   (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
@@ -535,7 +535,7 @@ def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s:
         if not here.is_dir():
             raise SimapfError(f"{here}: no such directory")
         files = {n: here / n for n in ("apf.yaml", "metrics.txt", "api-resources.txt")}
-        missing = [n for n, p in files.items() if not p.is_file()]
+        missing = [n for n, p in files.items() if not p.exists()]  # a directory or a device: the reader says so
         if missing:
             raise SimapfError(f"{here}: no {missing[0]} here (see `simapf import --help` for how to collect it)")
         path = import_cluster(files["apf.yaml"], files["metrics.txt"], files["api-resources.txt"], Path(out),

@@ -368,7 +368,10 @@ How to read the tables:
 - **Field** is the dotted path. `resources[]` is each element of the `resources` list;
   `apf.priority_levels.<name>` is a key you choose (here, a priority level's name).
 - **Type**: bytes accept a number or a Kubernetes quantity (`512Mi`, `2G`); bounds say what
-  validation accepts; "mapping (fields below)" is a nested object whose fields follow.
+  validation accepts; "mapping (fields below)" is a nested object whose fields follow. Any text
+  is at most 10,000 characters. Besides each field's bound, a run as a whole is bounded: at most
+  100,000 client instances and 50,000,000 objects in all, 1,000,000 queues in all priority
+  levels, 10,000,000 series samples, and an estimated 8 GiB of memory.
 - **Default** is the value used when the field is absent, written as in YAML.
 - **Unit**: `s` seconds, `1/s` per second, `bytes`, `%` percent; "—" for values without one. A
   field in seconds also takes a duration as Kubernetes and Go write it (`90s`, `10m`,

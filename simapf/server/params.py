@@ -26,6 +26,9 @@ from simapf.files import read_yaml
 from simapf.messages import describe
 
 MiB = 1 << 20
+# The most cores, threads and etcd servers a model may have (a large machine has a few hundred):
+# the model keeps state for each.
+MAX_CORES = 4096
 
 # --------------------------------------------------------------------------------------------
 # Byte quantities: numbers, or Kubernetes resource.Quantity-style strings.
@@ -87,7 +90,10 @@ class _Params(BaseModel):
 
 
 class CpuParams(_Params):
-    cores: float = Field(16.0, gt=0, description="CPU cores of the apiserver's machine or container (the seed experiment: 16).")
+    cores: float = Field(
+        16.0, gt=0, le=MAX_CORES,
+        description="CPU cores of the apiserver's machine or container (the seed experiment: 16; at most 4096).",
+    )
     usable_cores: float | None = Field(
         None,
         gt=0,
@@ -108,8 +114,8 @@ class CpuParams(_Params):
     )
     gomaxprocs: int | None = Field(
         None,
-        ge=1,
-        description="GOMAXPROCS: Go threads running Go code at once (Ps). None = ceil(cores), Go's default.",
+        ge=1, le=MAX_CORES,
+        description="GOMAXPROCS: Go threads running Go code at once (Ps; at most 4096). None = ceil(cores), Go's default.",
     )
 
     @model_validator(mode="after")
@@ -222,8 +228,8 @@ class EtcdParams(_Params):
     objects_per_s: float | None = Field(
         611153.5639070664, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
-    concurrency: int = Field(1, ge=1, description=(
-        "Range reads etcd serves side by side (its servers: the cores it gives ranges); one range runs on one. "
+    concurrency: int = Field(1, ge=1, le=MAX_CORES, description=(
+        "Range reads etcd serves side by side (its servers: the cores it gives ranges; at most 4096); one range runs on one. "
         "The calibration's shared Kind node: 1, with `ps`."
     ))
     embedded: bool = Field(

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
 from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, NumberAsText, StrictModel, cpu_quantity
-from simapf.server.params import OptionalBytes
+from simapf.server.params import MAX_CORES, OptionalBytes
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,9 +83,6 @@ class Kubernetes(StrictModel):
 # --------------------------------------------------------------------------------------------
 # The apiserver
 
-# The most cores and threads a scenario's apiserver may have (a large machine has a few hundred):
-# simapf keeps state per core.
-MAX_CORES = 4096
 # The most queues simapf holds in one apiserver, all priority levels together (each is an object
 # of its own; upstream accepts up to 10,000,000 per level).
 MAX_QUEUES_HELD = 1_000_000

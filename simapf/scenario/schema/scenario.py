@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
+
 from pydantic import Field, field_validator, model_validator
 
 from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, StrictModel
 from simapf.scenario.schema.clients import (
-    CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, MutatorClient,
+    CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, InformerClient, MutatorClient,
     OpenLoopClient,
 )  # fmt: skip
 from simapf.scenario.schema.events import CrdInstallEvent, Event, RampEvent, RestartEvent
@@ -45,7 +47,8 @@ class RunSpec(StrictModel):
         DEFAULT_MAX_REQUESTS, ge=1, le=MAX_REQUESTS,
         description=(
             "The most requests the run may be expected to send (open-loop clients' and writers' rates x instances "
-            "x duration, and discovery clients' walks); a scenario beyond it is refused before it runs. Raise it for "
+            "x duration, a paged LIST by its pages; discovery clients' walks; paged informers' first lists); a "
+            "scenario beyond it is refused before it runs. Raise it for "
             "a deliberately long run (at most 10,000,000,000)."
         ),
     )
@@ -170,18 +173,39 @@ class Scenario(StrictModel):
 
     def expected_requests(self) -> float:
         """Requests the rate-driven clients would send over the run: open-loop clients' and writers'
-        rate x instances (their largest ramp) x duration, and discovery clients' walks of every
-        group-version. Closed loops and informers are left out: their pace depends on the server."""
+        rate x instances (their largest ramp) x duration, each paged LIST counted by its pages;
+        discovery clients' walks of every group-version; paged informers' first lists. Closed loops
+        and the rest of informers' work are left out: their pace depends on the server."""
         peak = {c.name: c.count for c in self.clients}
         for e in self.events:
             if isinstance(e, RampEvent) and e.client in peak:
                 peak[e.client] = max(peak[e.client], e.to_count)
-        rated = sum(c.rate_per_s * peak[c.name] * self.run.duration_s
+        rated = sum(c.rate_per_s * peak[c.name] * self.run.duration_s * self._pages(c)
                     for c in self.clients if isinstance(c, (OpenLoopClient, MutatorClient)))  # fmt: skip
+        rated += sum(peak[c.name] * self._pages(c) for c in self.clients if isinstance(c, InformerClient))
         served = len({(r.group, r.version) for r in self.resources}) + sum(g.group_count * g.served_versions for g in self.crds)
         walks = sum(peak[c.name] * self.run.duration_s / c.interval_s * (2 if c.aggregated else 2 + served + c.extra_group_versions)
                     for c in self.clients if isinstance(c, DiscoveryClient))  # fmt: skip
         return rated + walks
+
+    def _pages(self, client: OpenLoopClient | MutatorClient | InformerClient) -> float:
+        """Requests one of the client's LISTs takes, page by page (1 for anything unpaged)."""
+        if isinstance(client, InformerClient):
+            if client.list.mode != "paged":
+                return 1.0
+            limit, namespace, selectivity = client.list.page_size, client.namespace, client.selectivity
+            resource = client.resource
+        elif isinstance(client, OpenLoopClient):
+            o = client.request.options
+            if client.request.verb != "list" or o.limit <= 0 or not o.paginate or o.resource_version == "0":
+                return 1.0
+            limit, namespace, selectivity = o.limit, client.request.namespace, o.selectivity
+            resource = client.request.resource
+        else:
+            return 1.0
+        r = self.resource(resource)
+        objects = r.count / r.namespaces if namespace is not None else r.count
+        return max(1.0, math.ceil(objects * selectivity / limit))
 
     def resource(self, ref: str) -> Resource:
         """The resource a client refers to by name or name.group."""

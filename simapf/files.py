@@ -63,12 +63,13 @@ def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, what: str = "an input fi
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise _too_large(path, len(data), limit, what)
+        raise _too_large(path, None, limit, what)  # its size said less: a growing file, a /proc file
     return data
 
 
-def _too_large(path: Path, size: int, limit: int, what: str) -> ConfigError:
-    return ConfigError(f"{path}: {_size(size)} is more than simapf reads from {what} ({_size(limit)})")
+def _too_large(path: Path, size: int | None, limit: int, what: str) -> ConfigError:
+    size_text = f"{_size(size)} is more" if size is not None else "more"
+    return ConfigError(f"{path}: {size_text} than simapf reads from {what} ({_size(limit)})")
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES, what: str = "an input file") -> str:

@@ -52,6 +52,20 @@ def _exit_on_signal(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def _announce(loaded_scenarios, runs: int = 1, workers: int | None = 1) -> None:
+    """Before a long or large piece of work starts, say how large it is (one warning line), so
+    that building it does not sit silent: `runs` runs of the largest of `loaded_scenarios`."""
+    import os
+
+    from simapf.scenario import work
+
+    works = [work.estimate(loaded) for loaded in loaded_scenarios]
+    largest = max(works, key=lambda w: (w.seconds(), w.memory_bytes()))
+    line = work.notice(largest, runs, workers or os.cpu_count() or 1)
+    if line:
+        click.echo(f"simapf: warning: {line}", err=True)
+
+
 def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
     """Refuse a bad --out before spending the run's time, not after."""
     if out_dir:
@@ -100,7 +114,9 @@ def compile_core(clean: bool) -> None:
     try:
         compiled_core.build()
     except compiled_core.CompileError as err:
-        raise click.ClickException(str(err)) from None
+        if _DEBUG and err.detail:
+            click.echo(err.detail, err=True)
+        _fail(err)
     click.echo(f"compiled {len(compiled_core.MODULES)} modules in {time.perf_counter() - started:.0f} s: "
                "simapf now runs them compiled (`simapf compile --clean` to undo)")
 
@@ -108,7 +124,7 @@ def compile_core(clean: bool) -> None:
 @main.command("apf-report")
 @click.option("--server-concurrency", default=600, show_default=True, type=click.IntRange(min=1),
               help="--max-requests-inflight plus --max-mutating-requests-inflight.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(),
               help="FlowSchema and PriorityLevelConfiguration YAML as `kubectl get flowschemas,"
                    "prioritylevelconfigurations -o yaml` prints it; default: the 1.37 bootstrap "
                    "configuration. Mandatory objects are added if missing.")
@@ -131,10 +147,10 @@ def apf_report(server_concurrency: int, config_path: str | None, fmt: str) -> No
 
 
 @main.command()
-@click.option("--level", "level_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--level", "level_path", required=True, type=click.Path(),
               help="LEVEL.json: name, concurrencyLimit, queues, handSize, queueLengthLimit, "
                    "requestWaitLimitSeconds (default 15, at most 60); queues 0 = Reject level.")
-@click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", required=True, type=click.Path(),
               help="TRACE.csv with columns id, arrival_s, flow, initial_seats, final_seats, "
                    "additional_latency_s, service_s (header required, any order).")
 @click.option("--out", "out_path", required=True, type=click.Path(),
@@ -161,7 +177,7 @@ def replay(level_path: str, trace_path: str, out_path: str, force: bool) -> None
 
 
 @main.command("run")
-@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Directory to write series (Parquet, CSV), summary.json and the overview figure to.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -193,6 +209,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
+        _announce([loaded])
         result = run(loaded, progress=progress, uncertainty=draws, workers=workers, dask=dask_address)
         if out_dir:
             try:
@@ -213,7 +230,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 
 
 @main.command("compare")
-@click.argument("scenario_path", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--policy", "policies", multiple=True, required=True, metavar="NAME[:k=v,...]",
               help="A LIST policy (apf.estimator.list_policy) with its list_params, e.g. upstream, "
                    "etcd-uncapped:max_list_seats=200, mypkg.mod:Class:factor=0.5. Repeat for each; the "
@@ -256,6 +273,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
+        _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
                          dask=dask_address, progress=progress, uncertainty=draws)  # fmt: skip
         if out_dir:
@@ -338,7 +356,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force:
 
 
 @main.command("sweep")
-@click.argument("sweep_path", type=click.Path(dir_okay=False))
+@click.argument("sweep_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (one Parquet file per run); rerunning with the same one resumes. "
                    "Default: the sweep file's `out`, else ./sweep-NAME.")
@@ -363,14 +381,17 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep
 
-    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir,
-                    lambda loaded, out: sweep(loaded, out, workers=workers, backend=backend, dask=dask_address,
-                                              progress=progress, force=force, allow_user_code=allow_user_code))  # fmt: skip
+    def run(loaded, out):
+        _announce([c.loaded for c in loaded.combinations], len(loaded.runs), workers or loaded.spec.backend.workers)
+        return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
+                     allow_user_code=allow_user_code)
+
+    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir, run)
     click.echo(format_sweep(df), nl=False)
 
 
 @main.command("optimize")
-@click.argument("spec_path", type=click.Path(dir_okay=False))
+@click.argument("spec_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (every run, the study, the report); rerunning with the same one resumes. "
                    "Default: the file's `out`, else ./optimize-NAME.")
@@ -402,8 +423,14 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         return load_optimize_spec(spec_path)
 
     def run(loaded, out):
-        from simapf.search import optimize
+        from simapf.scenario import load_scenario
+        from simapf.search import check_trials, optimize
 
+        s = loaded.spec
+        n_trials = check_trials(loaded, trials)
+        compared = len(loaded.compare_with)
+        _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
+                  (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
                         progress=progress, force=force, allow_user_code=allow_user_code)
 
@@ -434,12 +461,12 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 
 
 @main.command()
-@click.option("--data", "data_path", type=click.Path(dir_okay=False),
+@click.option("--data", "data_path", type=click.Path(),
               help="Measured CSV (default: calibration/list-memory-experiments.csv).")
 @click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(),
               help="Calibration record to write (its Jacobian goes beside it as <name>.jacobian.json). An earlier "
                    "record there is replaced; any other file only with --force.")
-@click.option("--start", "start_path", type=click.Path(dir_okay=False),
+@click.option("--start", "start_path", type=click.Path(),
               help="Record or ServerParams YAML to start from (default: the shipped calibration/params.yaml).")
 @click.option("--max-iterations", default=10, show_default=True, type=click.IntRange(min=1),
               help="Most least-squares iterations (one grid of simulations each).")
@@ -462,7 +489,7 @@ def _resumable(load, kind: str, out_dir: str | None, run):
                    "off (default: the start record's, else soft_l1).")
 @click.option("--report", "report", is_flag=True,
               help="Instead of fitting: regenerate docs/validation.md for --params (its figure: simapf figures figures/docs.yaml).")
-@click.option("--params", "params_path", type=click.Path(dir_okay=False),
+@click.option("--params", "params_path", type=click.Path(),
               help="With --report: the record to report on (default: the shipped one).")
 @click.option("--logo", type=click.Choice(["linear", "refit", "skip"]), default="linear", show_default=True,
               help="With --report: how to refit for leave-one-group-out.")

@@ -17,10 +17,15 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import os
+import shlex
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
+
+from simapf.errors import SimapfError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -45,8 +50,25 @@ plugins = pydantic.mypy
 STAMP = PACKAGE_DIR / "_compiled.sha256"  # the sources' digest when they were compiled
 
 
-class CompileError(RuntimeError):
-    """The compiled core could not be built."""
+class CompileError(SimapfError):
+    """The compiled core could not be built: `str()` is one line, `detail` the build's output."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def c_compiler() -> str:
+    """The C compiler the build will call (CC, else the one Python was built with), found on
+    PATH; a CompileError if there is none, before any time is spent."""
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    words = shlex.split(command)
+    name = words[0] if words else "cc"
+    found = shutil.which(name)
+    if found is None:
+        source = "CC" if os.environ.get("CC") else "the compiler Python was built with"
+        raise CompileError(f"no C compiler: {name} ({source}) is not found; install one (e.g. gcc) or set CC")
+    return found
 
 
 def sources_digest(package_dir: Path = PACKAGE_DIR) -> str:
@@ -87,6 +109,7 @@ def clean(package_dir: Path = PACKAGE_DIR) -> int:
 
 def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
     """Compile MODULES of the package at `package_dir` in place."""
+    c_compiler()
     try:
         import mypyc  # noqa: F401
     except ImportError:
@@ -113,5 +136,6 @@ def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
     if done.returncode != 0:
         clean(package_dir)
         detail = (done.stdout or "")[-2000:] + (done.stderr or "")[-2000:] if quiet else ""
-        raise CompileError(f"mypyc failed (exit {done.returncode})\n{detail}".rstrip())
+        raise CompileError(f"mypyc failed (exit {done.returncode}); `simapf --debug compile` shows its output",
+                           detail.rstrip())  # fmt: skip
     (package_dir / STAMP.name).write_text(sources_digest(package_dir) + "\n")

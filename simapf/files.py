@@ -8,22 +8,81 @@ import math
 import numbers
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import yaml
+
 from simapf.errors import ConfigError, SimapfError
 
 
-def read_text(path: Path) -> str:
-    """The file's text; a missing or unreadable file is a `ConfigError` naming it."""
+# The most bytes simapf reads from one input file, by kind, so that a wrong path (a disk image, a
+# log, /dev/zero) is refused at once instead of filling memory. Each is far above what such a file
+# holds in use and within what simapf then processes in a minute or so: YAML is parsed at a few
+# hundred KiB a second, and a replay keeps every trace row in memory. README.md lists them.
+MAX_YAML_BYTES = 2 * 2**20  # scenarios, APF objects, sweep, optimize and figures specs, records
+MAX_TEXT_BYTES = 16 * 2**20  # calibration data, api-resources.txt, a replay level, provenance
+MAX_METRICS_BYTES = 128 * 2**20  # a scraped /metrics page, a query_range result
+MAX_TRACE_BYTES = 128 * 2**20  # a replay trace (a few million rows)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB" if n >= 2**10 else f"{n} bytes"
+
+
+def _not_regular(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "special")  # fmt: skip
+    return f"is {kind}, not a regular file"
+
+
+def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, what: str = "an input file") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else (missing, unreadable,
+    a directory, a device, a FIFO, too large) is a `ConfigError` naming it. Nothing is read
+    past `limit`, and a FIFO is not waited on."""
     try:
-        return path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it changes nothing for a file).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: {_not_regular(st.st_mode)}")
+        raise _too_large(path, st.st_size, limit, what)
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(limit + 1)  # the file may have grown since
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise _too_large(path, None, limit, what)  # its size said less: a growing file, a /proc file
+    return data
+
+
+def _too_large(path: Path, size: int | None, limit: int, what: str) -> ConfigError:
+    size_text = f"{_size(size)} is more" if size is not None else "more"
+    return ConfigError(f"{path}: {size_text} than simapf reads from {what} ({_size(limit)})")
+
+
+def read_text(path: Path, limit: int = MAX_TEXT_BYTES, what: str = "an input file") -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes (`read_bytes`)."""
+    data = read_bytes(path, limit, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as open() reads text
 
 
 # What a YAML document may hold once its aliases are expanded, and how deep it may nest. No input
@@ -90,23 +149,77 @@ def _not_utf8(where: str, path: str, text: str, what: str = "") -> ConfigError:
                        f"{ascii(surrogate)[1:-1]} (half of a UTF-16 pair, or a byte that was not UTF-8)")  # fmt: skip
 
 
-def read_yaml(path: Path) -> Any:
-    """The file's YAML; bad YAML is a `ConfigError` with the line and column of the problem, and
-    so is one too large or too deep (`check_yaml_size`)."""
-    import yaml  # here, not at the top: `simapf replay` writes its output with this module and reads no YAML
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping of YAML that writes one key twice."""
 
-    text = read_text(path)
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping, which YAML would silently
+    keep as the last. (Not libyaml's faster one: it crashes the process on deep nesting, where
+    this one raises RecursionError.)"""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # `<<: *defaults` merges keys that an explicit one may override
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise DuplicateKeyError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                        key_node.start_mark)  # fmt: skip
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(where: str, exc: yaml.YAMLError) -> ConfigError:
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ConfigError(" ".join(f"{where}: invalid YAML{at}: {problem}".split()))
+
+
+def load_yaml(text: str, where: str, all_documents: bool = False) -> Any:
+    """Parse YAML text (every document of it, as a list, with `all_documents`); bad YAML, a
+    duplicate key, or a document too large or too deep (`check_yaml_size`) is a `ConfigError`
+    that starts with `where` and gives the line and column of the problem."""
     try:
-        data = yaml.safe_load(text)
+        data = list(yaml.load_all(text, Loader=_Loader)) if all_documents else yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(" ".join(f"{path}: invalid YAML{where}: {problem}".split())) from None
+        raise _yaml_error(where, exc) from None
     except RecursionError:
-        raise _too_deep(str(path)) from None
-    check_yaml_size(data, str(path))
-    check_text(data, str(path))
+        raise _too_deep(where) from None
+    check_yaml_size(data, where)
+    check_text(data, where)
+    return data
+
+
+def parse_yaml_value(text: str, where: str) -> Any:
+    """A value given on the command line (`--set key=VALUE`), read as YAML: text that is not
+    YAML is taken as the string it is, and empty text as ""; a duplicate key, or a value too
+    large or too deep, is a `ConfigError` starting with `where`."""
+    if not text.strip():
+        return ""
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except DuplicateKeyError as exc:
+        raise _yaml_error(where, exc) from None
+    except yaml.YAMLError:
+        return text
+    except RecursionError:
+        raise _too_deep(where) from None
+    check_yaml_size(data, where)
+    return data
+
+
+def read_yaml(path: Path, empty_ok: bool = False) -> Any:
+    """The YAML of a file of at most MAX_YAML_BYTES (`read_text`, `load_yaml`). A file with no
+    YAML in it (empty, or only comments) is a `ConfigError` unless `empty_ok`: what a user
+    meant to give is not there."""
+    data = load_yaml(read_text(path, MAX_YAML_BYTES, "a YAML file"), str(path))
+    if data is None and not empty_ok:
+        raise ConfigError(f"{path}: empty: no YAML in it")
     return data
 
 

@@ -44,7 +44,7 @@ import yaml
 from simapf.apf.config import parse_objects
 from simapf.apf.objects import LIST_KINDS, APFObjects
 from simapf.errors import ConfigError
-from simapf.files import write_files_together
+from simapf.files import MAX_METRICS_BYTES, MAX_TEXT_BYTES, MAX_YAML_BYTES, read_bytes, write_files_together
 
 DEFAULT_OBJECT_BYTES = 4096
 MIN_RATE_PER_S = 0.01  # request classes rarer than this are left out
@@ -187,10 +187,7 @@ def _same_file(a: Path, b: Path) -> bool:
 def _read_artefact(path: Path) -> _Artefact:
     """The artefact's bytes and text; an empty or binary file is refused, naming it."""
     how = ARTEFACTS[path.name]
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    data = read_bytes(path, _LIMITS[path.name], f"{path.name} ({how})")  # a regular file, bounded
     if not data.strip():
         raise ConfigError(f"{path}: is empty; collect it with `{how}`")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -202,6 +199,10 @@ def _read_artefact(path: Path) -> _Artefact:
     if "\0" in text:
         raise ConfigError(_not_text(path, data, data.index(b"\0")))
     return _Artefact(path, data, text)
+
+
+# How much of each artefact simapf reads (simapf.files' limits for YAML, metrics and text).
+_LIMITS = {"apf.yaml": MAX_YAML_BYTES, "metrics.txt": MAX_METRICS_BYTES, "api-resources.txt": MAX_TEXT_BYTES}
 
 
 def _not_text(path: Path, data: bytes, at: int) -> str:

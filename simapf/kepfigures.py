@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simapf.errors import ConfigError
-from simapf.files import json_text, read_yaml
+from simapf.files import json_text, read_text, read_yaml
 from simapf.messages import describe
 
 KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
@@ -65,8 +65,16 @@ PANELS: dict[str, tuple[str, str, str]] = {
 PANEL_NAMES = Literal["memory", "heap", "cpu", "seats", "queued", "rejected", "connections"]
 
 
+# A figure's name is its files' name (with .provenance.json, under the 255 bytes of a file name);
+# a spec's lists (figures, policies, panels, overlays) are at most MAX_FIGURE_ITEMS long, and any
+# text at most MAX_TEXT_LENGTH characters.
+MAX_FIGURE_NAME_LENGTH = 200
+MAX_FIGURE_ITEMS = 100
+MAX_TEXT_LENGTH = 10_000
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_TEXT_LENGTH)
 
 
 class Alignment(_Model):
@@ -88,47 +96,47 @@ class Overlay(_Model):
 
 
 class TimeseriesFigure(_Model):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_FIGURE_NAME_LENGTH)
     kind: Literal["timeseries"]
     scenario: str | None = Field(None, description="A scenario file (relative to the spec); null: the built-in default.")
     set: dict[str, Any] = Field(default_factory=dict)
     metrics: list[PANEL_NAMES] = Field(
-        ["memory", "seats"], min_length=1,
+        ["memory", "seats"], min_length=1, max_length=MAX_FIGURE_ITEMS,
         description="Panels, top to bottom. With several apiserver replicas, memory, heap, CPU and connections show each replica.",
     )
-    overlay: list[Overlay] = Field(default_factory=list, description="Real measurements drawn on the panels.")
+    overlay: list[Overlay] = Field(default_factory=list, max_length=MAX_FIGURE_ITEMS, description="Real measurements drawn on the panels.")
     title: str | None = None
 
 
 class PoliciesFigure(_Model):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_FIGURE_NAME_LENGTH)
     kind: Literal["policies"]
     scenario: str | None = None
     set: dict[str, Any] = Field(default_factory=dict)
-    policies: list[str] = Field(..., min_length=2)
+    policies: list[str] = Field(..., min_length=2, max_length=MAX_FIGURE_ITEMS)
     replications: int = Field(3, ge=1, le=100)
-    metrics: list[str] = Field(["peak_rss_bytes"], min_length=1)
+    metrics: list[str] = Field(["peak_rss_bytes"], min_length=1, max_length=MAX_FIGURE_ITEMS)
     title: str | None = None
 
 
 class SweepFigure(_Model):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_FIGURE_NAME_LENGTH)
     kind: Literal["sweep"]
     sweep: str = Field(..., description="A sweep file (relative to the spec).")
     x: str = Field(..., description="The factor on the x axis.")
-    y: list[str] = Field(..., min_length=1, description="Metrics, one panel each.")
+    y: list[str] = Field(..., min_length=1, max_length=MAX_FIGURE_ITEMS, description="Metrics, one panel each.")
     hue: str | None = Field(None, description="A factor drawn as one line per level.")
     title: str | None = None
 
 
 class CalibrationFigure(_Model):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_FIGURE_NAME_LENGTH)
     kind: Literal["calibration"]
     title: str | None = None
 
 
 class ValidationFigure(_Model):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_FIGURE_NAME_LENGTH)
     kind: Literal["validation"]
     title: str | None = None
 
@@ -140,7 +148,7 @@ Figure = Annotated[Union[TimeseriesFigure, PoliciesFigure, SweepFigure, Calibrat
 class FigureSpec(_Model):
     name: str
     description: str = ""
-    figures: list[Figure] = Field(..., min_length=1)
+    figures: list[Figure] = Field(..., min_length=1, max_length=MAX_FIGURE_ITEMS)
 
 
 def load_spec(path: str | Path) -> tuple[FigureSpec, Path]:
@@ -178,10 +186,10 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
         if isinstance(fig, TimeseriesFigure) and fig.overlay:
             import hashlib
 
-            from simapf.files import read_text
+            from simapf.files import MAX_METRICS_BYTES, read_text
 
             # The measured data a figure shows is one of its inputs: a new export makes it stale.
-            found["overlay_sha256"] = canonical_sha256([hashlib.sha256(read_text(base / o.file).encode()).hexdigest()
+            found["overlay_sha256"] = canonical_sha256([hashlib.sha256(read_text(base / o.file, MAX_METRICS_BYTES, "a metrics file").encode()).hexdigest()
                                                         for o in fig.overlay])  # fmt: skip
         return found
     if isinstance(fig, SweepFigure):
@@ -527,7 +535,7 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
         raise ConfigError(f"{out}: no figures with provenance here")
     for side in sides:
         name = side.name.removesuffix(".provenance.json")
-        record = json.loads(side.read_text())
+        record = json.loads(read_text(side))
         spec_path = (out / record.get("spec", "")).resolve()
         if not spec_path.is_file():
             verdicts.append((name, f"stale: its spec {spec_path} is gone"))

@@ -104,7 +104,7 @@ def _problem(error: dict[str, Any], root: type[BaseModel] | None, prefix: str, m
         tags = _tags(union_at)
         expected = f"; expected one of: {', '.join(tags)}" if tags else ""
         if kind == "union_tag_invalid":
-            msg = f"unknown {discriminator} {error['ctx']['tag']!r}{expected}"
+            msg = f"unknown {discriminator} {brief(error['ctx']['tag'])}{expected}"
         else:
             shown = "required field missing" if isinstance(value, dict) else f"cannot be read from {_type_name(value)}"
             msg = f"{shown}{expected}"
@@ -120,7 +120,7 @@ def _problem(error: dict[str, Any], root: type[BaseModel] | None, prefix: str, m
         msg = f"{msg}, got {_shown(value)}"
     if "[key]" in error["loc"] and keys:
         keys = keys[:-1]  # the key is the problem, so the path ends at its mapping
-        msg = f"key {value!r}: {msg}"
+        msg = f"key {brief(value)}: {msg}"
     return Problem(_format([*_split(prefix), *keys]), msg, meant)
 
 
@@ -241,8 +241,24 @@ def _format(keys: list[Any]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            part = str(part)
+            if len(part) > BRIEF_CHARS:
+                part = f"{part[:BRIEF_CHARS]}... ({len(part):,} characters)"
+            path += f".{part}" if path else part
     return path
+
+
+# A value shown in a message is cut to this many characters: the message is one line.
+BRIEF_CHARS = 60
+
+
+def brief(value: Any) -> str:
+    """repr(value), cut short if long: "'aaaa...' (1,000,000 characters)"."""
+    text = repr(value)
+    if len(text) <= BRIEF_CHARS + 2:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters written out"
+    return f"{text[:BRIEF_CHARS]}... ({size})"
 
 
 def _guess(key: str, known: list[str], missing: set[Any]) -> str | None:
@@ -264,7 +280,7 @@ def _shown(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if value != value else ("-.inf" if value < 0 else ".inf")
-    return repr(value) if _scalar(value) and value is not None else _type_name(value)
+    return brief(value) if _scalar(value) and value is not None else _type_name(value)
 
 
 def _scalar(value: Any) -> bool:

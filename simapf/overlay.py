@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from simapf.errors import ConfigError
-from simapf.files import read_text
+from simapf.files import MAX_METRICS_BYTES, read_text
 
 COLUMNS = ["time_unix_s", "metric", "series", "value"]
 
@@ -28,7 +28,7 @@ COLUMNS = ["time_unix_s", "metric", "series", "value"]
 def load_measured(path: str | Path) -> pd.DataFrame:
     """Long form: time_unix_s, metric, series (its labels as `a="x",b="y"`), value."""
     path = Path(path)
-    text = read_text(path)
+    text = read_text(path, MAX_METRICS_BYTES, "a metrics file")
     if text.lstrip().startswith("{"):
         return _query_range(text, path)
     return _openmetrics(text, path)

@@ -32,8 +32,9 @@ from pydantic_core import core_schema
 MAX_GO_DURATION_S = (2**63 - 1) / 1e9  # ~292 years
 MIN_RATE_PER_S = 1 / MAX_GO_DURATION_S
 MILLICORE = 0.001
-# Linux's largest NR_CPUS (CONFIG_MAXSMP): no machine or container has more CPUs to give.
-MAX_CORES = 8192
+# The most cores, threads and etcd servers a model may have: a large machine has a few hundred,
+# Linux runs on at most 8,192 (NR_CPUS), and the model keeps state for each.
+MAX_CORES = 4096
 
 # A decimal number as text: what YAML 1.1 leaves a string ("1e6", "1e-3") but a user means as one.
 _NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
@@ -104,5 +105,5 @@ Cores = Annotated[
     Number,
     BeforeValidator(cpu_quantity),
     AtLeast(MILLICORE, "one millicore (1m), the smallest CPU quantity Kubernetes gives"),
-    AtMost(MAX_CORES, "the most CPUs Linux runs on (NR_CPUS)"),
+    AtMost(MAX_CORES, "the most cores simapf models (it keeps state for each)"),
 ]

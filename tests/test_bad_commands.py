@@ -11,7 +11,8 @@ user could type in a folder the case sets up:
       expect: ["r/series.parquet"]        # substrings of the one-line error
 
 Setup steps: `run: DIR` (a copy of the finished run), `copy: SRC` with optional `to: DST` (SRC
-is under `_files/`), `write: PATH` with `text:` or `hex:`, `mkdir: PATH`, `truncate: PATH` with
+is under `_files/`), `write: PATH` with `text:` or `hex:` (and `append: TEXT, times: N` to add TEXT
+N times after `text`, for a file too long to write out), `mkdir: PATH`, `truncate: PATH` with
 `to: BYTES`, `remove: PATH`, `symlink: PATH` with `to: TARGET`. In `args`, `{files}` is the
 `_files/` folder, `{repo}` the repository and `{case}` the case's folder. The case's folder is
 on sys.path, as `PYTHONPATH=.` would put it, and `env:` sets environment variables.
@@ -90,7 +91,8 @@ def _setup(folder: Path, steps: list[dict], run_dir: Path) -> None:
             if "hex" in step:
                 dest.write_bytes(bytes.fromhex(step["hex"]))
             else:
-                dest.write_text(step["text"], encoding="utf-8", errors="surrogatepass")
+                text = step["text"] + step.get("append", "") * int(step.get("times", 0))
+                dest.write_text(text, encoding="utf-8", errors="surrogatepass")
         elif kind == "mkdir":
             dest.mkdir(parents=True, exist_ok=True)
         elif kind == "truncate":

@@ -23,7 +23,7 @@ import simapf
 from simapf.cli import main as cli
 from simapf.errors import ConfigError
 from simapf.files import check_text, json_text
-from simapf.quantities import MAX_GO_DURATION_S, MIN_RATE_PER_S
+from simapf.quantities import MAX_CORES, MAX_GO_DURATION_S, MIN_RATE_PER_S
 from simapf.scenario.schema import Scenario
 from simapf.search.spec import OptimizeSpec
 from simapf.server.params import ServerParams
@@ -129,7 +129,7 @@ def test_kubernetes_versions_simapf_models_load(version):
 # What the bounds allow must run without overflowing: the extremes of each kind of bound.
 AT_THE_BOUNDS = {
     "one millicore": {"apiserver.cores": "1m"},
-    "the most cores": {"apiserver.cores": 8192},
+    "the most cores": {"apiserver.cores": MAX_CORES},
     "the longest think time": {"clients.users.think_time.mean_s": MAX_GO_DURATION_S},
     "the longest restart and outage": {"apiserver.restart_s": MAX_GO_DURATION_S, "events.0.duration_s": MAX_GO_DURATION_S},
     "the longest request timeout": {"apiserver.request_timeout_s": MAX_GO_DURATION_S},

@@ -19,7 +19,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from simapf.apf.objects import (
@@ -35,7 +34,7 @@ from simapf.apf.objects import (
 )
 from simapf.apf.validation import Problems, validate_flow_schema, validate_priority_level
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_text, check_yaml_size
+from simapf.files import MAX_YAML_BYTES, check_text, load_yaml, read_text
 from simapf.messages import describe
 
 log = logging.getLogger(__name__)
@@ -56,25 +55,15 @@ def load_objects(source: str | os.PathLike[str]) -> APFObjects:
     if isinstance(source, str) and "\n" in source:
         return parse_objects(source)
     path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read: {reason}") from None
-    return parse_objects(text, source_name=str(path))
+    documents = load_yaml(read_text(path, MAX_YAML_BYTES, "a YAML file"), str(path), all_documents=True)
+    if all(d is None for d in documents):
+        raise ConfigError(f"{path}: empty: no FlowSchema or PriorityLevelConfiguration in it")
+    return objects_from_data(documents, source_name=str(path), multi_document=True)
 
 
 def parse_objects(text: str, source_name: str | None = None) -> APFObjects:
     """Parse YAML text holding APF objects; `source_name` prefixes error messages."""
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ConfigError(_prefix(source_name) + _describe_yaml_error(exc)) from None
-    except RecursionError:
-        raise ConfigError(f"{_prefix(source_name)}nested more than {MAX_YAML_DEPTH} levels deep") from None
-    check_yaml_size(documents, source_name or "<APF objects>")
+    documents = load_yaml(text, source_name or "<APF objects>", all_documents=True)
     # Paths as the objects' own errors name them: items[0]..., or documents[1].items[0]...
     check_text(documents[0] if len(documents) == 1 else {"documents": documents}, source_name or "<APF objects>")
     return objects_from_data(documents, source_name=source_name, multi_document=True)
@@ -207,13 +196,6 @@ def _label(where: str, kind: str | None, name: str | None) -> str:
 def _type_name(value: Any) -> str:
     names = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
     return names.get(type(value), type(value).__name__)
-
-
-def _describe_yaml_error(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"invalid YAML{where}: {problem}".split())
 
 
 def _first_problem(problems: Problems) -> str:

@@ -4,7 +4,7 @@ This is how fair queuing is checked request by request: the trace says when each
 arrives, to which flow it belongs, its seats and how long its handler runs; the output says
 when it was dispatched or why it was rejected, and when its seats were released.
 
-The module imports only the APF queueset and the standard library, so that a replay of a
+The module imports only the APF queueset, simapf's file readers and the standard library, so that a replay of a
 large trace spends its time replaying, not starting up.
 """
 
@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import csv
 from heapq import heappop, heappush
+import io
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from simapf.apf.clock import FINISH, EventLoop
 from simapf.apf.queueset import Listener, QueueSet, Request
 from simapf.apf.shuffle import flow_hash
 from simapf.errors import SimapfError
+from simapf.files import MAX_TEXT_BYTES, MAX_TRACE_BYTES, read_bytes
 
 NS_PER_S = 1_000_000_000
 MAX_WAIT_LIMIT_S = 60  # upstream caps any queue wait at one minute
@@ -29,6 +33,11 @@ TRACE_COLUMNS = (
 OUTPUT_COLUMNS = (
     "id", "arrival_s", "dispatched", "rejected_reason", "queue", "dispatch_s", "finish_s", "wait_s",
 )  # fmt: skip
+
+
+# The most queues a replayed level may have: each is an object of its own (upstream accepts ten
+# times as many).
+MAX_QUEUES_HELD = 1_000_000
 
 
 class ReplayInputError(SimapfError):
@@ -65,15 +74,24 @@ def _require_int(doc: dict, key: str, where: str, minimum: int, default: int | N
     return value
 
 
+def _no_duplicate_keys(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of a key written twice; the user meant one of them.
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ReplayInputError(f"{where}: {key}: given twice")
+        doc[key] = value
+    return doc
+
+
 def load_level(path: str | Path) -> LevelSpec:
     """Read LEVEL.json: name, concurrencyLimit, queues, handSize, queueLengthLimit,
     requestWaitLimitSeconds (default 15, capped at 60). `queues: 0` makes a Reject level."""
     where = str(path)
+    data = read_bytes(Path(path), MAX_TEXT_BYTES, "a level file")
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ReplayInputError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc = json.loads(data.decode("utf-8"), object_pairs_hook=partial(_no_duplicate_keys, where))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReplayInputError(f"{where}: not readable JSON: {err}") from None
     if not isinstance(doc, dict):
         raise ReplayInputError(f"{where}: must be a JSON object")
@@ -87,6 +105,8 @@ def load_level(path: str | Path) -> LevelSpec:
         raise ReplayInputError(f"{where}: name: must be a string")
     cl = _require_int(doc, "concurrencyLimit", where, 0)
     queues = _require_int(doc, "queues", where, 0)
+    if queues > MAX_QUEUES_HELD:
+        raise ReplayInputError(f"{where}: queues: {queues:,} is more than the {MAX_QUEUES_HELD:,} queues a replay holds")
     # A Reject level (queues 0) has no queues to deal: the replay format writes it with
     # handSize 0 and queueLengthLimit 0, which are ignored.
     hand = _require_int(doc, "handSize", where, 0 if queues == 0 else 1, default=1 if queues == 0 else None)
@@ -184,12 +204,10 @@ def load_trace(path: str | Path, use_hash: bool = True) -> Trace:
     """Read TRACE.csv, in file order."""
     where = str(path)
     try:
-        handle = open(path, newline="")
-    except FileNotFoundError:
-        raise ReplayInputError(f"{where}: no such file") from None
-    except OSError as err:
-        raise ReplayInputError(f"{where}: {err}") from None
-    with handle:
+        text = read_bytes(Path(path), MAX_TRACE_BYTES, "a trace").decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ReplayInputError(f"{where}: not UTF-8 text: {err}") from None
+    with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader, None)

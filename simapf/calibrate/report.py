@@ -33,7 +33,7 @@ from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_sum
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
 from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
 from simapf.errors import ConfigError
-from simapf.files import json_text, write_text_atomic
+from simapf.files import json_text, read_text, write_text_atomic
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import Backend
 from simapf.uncertainty.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_ID
@@ -102,7 +102,7 @@ def load_jacobian(
     path = Path(path)
     if not path.exists():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(read_text(path))
     if data.get("free") != [fp.key for fp in free]:
         return None
     if len(data["residuals"]) != len(residual_rows(all_cells(rows))):

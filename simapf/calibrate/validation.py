@@ -31,10 +31,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from simapf.errors import ConfigError
 from simapf.observe import scraped_peak
+from simapf.files import read_yaml
 
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
 TABLE = VALIDATION_DIR / "table.yaml"
@@ -367,7 +367,7 @@ def load_table(path: str | Path = TABLE) -> list[dict[str, Any]]:
     """The table's rows as mappings, checked: required fields, known quantities and units, ratio
     parts, unique ids, and scenario files that exist."""
     path = Path(path)
-    rows = yaml.safe_load(path.read_text())
+    rows = read_yaml(path)
     if not isinstance(rows, list):
         raise ConfigError(f"{path}: a list of rows expected")
     seen: set[str] = set()
@@ -412,7 +412,7 @@ def load_table(path: str | Path = TABLE) -> list[dict[str, Any]]:
 
 def load_sources(path: str | Path = SOURCES) -> dict[str, dict[str, Any]]:
     """sources.yaml as {id: entry}."""
-    return {s["id"]: s for s in yaml.safe_load(Path(path).read_text())}
+    return {s["id"]: s for s in read_yaml(Path(path))}
 
 
 def _reading(spec: dict, extra: dict | None = None) -> Reading:
@@ -485,7 +485,7 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
 def _cost_hint(scenario: str, base: Path) -> float:
     """Rough cost of a run for scheduling (longest first): simulated seconds x client instances."""
     try:
-        data = yaml.safe_load((base / scenario).read_text())
+        data = read_yaml(base / scenario)
         n = sum(int(c.get("count", 1)) for c in data.get("clients") or []) or 1
         return float((data.get("run") or {}).get("duration_s", 300)) * n
     except Exception:  # noqa: BLE001 - only an ordering hint

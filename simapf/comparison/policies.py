@@ -13,10 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from simapf.errors import ConfigError
-from simapf.files import check_text
+from simapf.files import check_text, parse_yaml_value
 
 
 @dataclass(frozen=True)
@@ -58,10 +56,7 @@ def parse_policy(spec: "str | Policy | dict | tuple") -> Policy:
                 raise ConfigError(f"--policy {text}: {item!r} is not key=value")
             if key in params:
                 raise ConfigError(f"--policy {text}: {key} is given twice")
-            try:
-                params[key] = yaml.safe_load(value) if value.strip() else ""
-            except yaml.YAMLError:
-                params[key] = value
+            params[key] = parse_yaml_value(value, f"--policy {text}: {key}")
     return _make(name, params, text)
 
 

@@ -390,6 +390,9 @@ How to read the tables:
   `true`, not `2.0`). A duration is at most ~292 years (9.223e+09 s), the longest Go's int64
   nanoseconds, and APF's clock, hold; a rate that is not 0 is at least one per ~292 years
   (1.084e-10 per second), so that the time between two is a duration too.
+  Any text is at most 10,000 characters. Besides each field's bound, a run as a whole is bounded: at most
+  100,000 client instances and 50,000,000 objects in all, 1,000,000 queues in all priority
+  levels, 10,000,000 series samples, and an estimated 8 GiB of memory.
 - **Default** is the value used when the field is absent, written as in YAML.
 - **Unit**: `s` seconds, `1/s` per second, `bytes`, `%` percent; "—" for values without one. A
   field in seconds also takes a duration as Kubernetes and Go write it (`90s`, `10m`,

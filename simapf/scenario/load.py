@@ -28,9 +28,10 @@ from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_DEPTH, check_text, check_yaml_size, read_yaml
+from simapf.files import check_text, check_yaml_size, parse_yaml_value, read_yaml
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
+from simapf.scenario import work
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
@@ -142,13 +143,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. run.duration_s=120")
     if any(not part.strip() for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: empty part in the key {key!r}")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
-        parsed = value
-    except RecursionError:
-        raise ConfigError(f"--set {key}: nested more than {MAX_YAML_DEPTH} levels deep") from None
-    check_yaml_size(parsed, f"--set {key}")
+    parsed = parse_yaml_value(value, f"--set {key}")
     check_text({key: parsed}, "--set")
     return key, parsed
 
@@ -250,7 +245,9 @@ def resolve(sc: Scenario, base_dir: Path, source: str) -> LoadedScenario:
             check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
             event_apf[i] = apf_objects(event.config, event.priority_levels, base_dir, f"events[{i}]")
-    return LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    work.check(loaded)
+    return loaded
 
 
 def apf_gates(sc: Scenario) -> FeatureGates:
@@ -359,8 +356,6 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
             raw = read_yaml(file_path)
         except ConfigError as exc:
             raise ConfigError(f"apiserver.params_file: {exc}") from None
-        if raw is None:
-            raw = {}
         if isinstance(raw, dict) and isinstance(raw.get("params"), dict):
             raw = raw["params"]  # calibration records keep them under `params`
         if not isinstance(raw, dict):

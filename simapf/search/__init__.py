@@ -29,10 +29,24 @@ from simapf.search.study import (
     search,
     study_for,
 )
-from simapf.search.spec import LoadedOptimization, OptimizeSpec, load_optimize_spec
+from simapf.search.spec import MAX_TRIALS, LoadedOptimization, OptimizeSpec, load_optimize_spec
+from simapf.sweeps.spec import MAX_SWEEP_RUNS
 from simapf.sweeps.backends import choose, release_workers, session
 
-__all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "load_optimize_spec", "optimize"]
+__all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "check_trials", "load_optimize_spec", "optimize"]
+
+
+def check_trials(loaded: LoadedOptimization, trials: int | None) -> int:
+    """The number of trials to run (--trials, else the file's), or a ConfigError if it is out of bounds."""
+    s = loaded.spec
+    n_trials = trials if trials is not None else s.trials
+    if n_trials < 1:
+        raise ConfigError(f"--trials: must be at least 1, got {n_trials}")
+    n_runs = n_trials * len(s.scenarios) * len(s.seeds)
+    if n_trials > MAX_TRIALS or n_runs > MAX_SWEEP_RUNS:
+        raise ConfigError(f"--trials: {n_trials:,} trials ({n_runs:,} runs with {len(s.scenarios)} scenarios x "
+                          f"{len(s.seeds)} seeds), more than {MAX_TRIALS:,} trials or {MAX_SWEEP_RUNS:,} runs")  # fmt: skip
+    return n_trials
 
 
 def optimize(
@@ -61,9 +75,7 @@ def optimize(
     chosen = choose(backend, workers, dask, s.backend.kind, s.backend.workers, s.backend.address)
     if chosen.kind == "dask" and not allow_user_code:
         refuse_user_code(loaded)
-    n_trials = trials if trials is not None else s.trials
-    if n_trials < 1:
-        raise ConfigError(f"--trials: must be at least 1, got {n_trials}")
+    n_trials = check_trials(loaded, trials)
     out_dir = Path(out) if out is not None else (loaded.base_dir / s.out if s.out else None)
     start = time.perf_counter()
     with result_directory(out_dir, loaded, force) as (runs_dir, storage):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,10 +40,18 @@ from simapf.quantities import Integer, Number
 from simapf.server.params import parse_bytes
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import canonical_json
-from simapf.sweeps.spec import BackendSpec, check_loads, read_base_scenario, read_spec_source
+from simapf.scenario.schema.base import MAX_TEXT_LENGTH
+from simapf.sweeps.spec import (
+    MAX_SPEC_ITEMS, MAX_SPEC_NAME_LENGTH, MAX_SWEEP_RUNS, BackendSpec, announce_checks, check_loads, read_base_scenario,
+    read_spec_source,
+)  # fmt: skip
 
 # Trials x scenarios x seeds is the number of runs; a study of more than this is days of runs.
 MAX_TRIALS = 10_000
+# A parameter's choices: each is checked against every scenario before the first run.
+MAX_CHOICES = 1000
+# Scenario loads checked before the first run: every choice and range end in every scenario.
+MAX_CHECKS = 10_000
 
 
 class _Model(BaseModel):
@@ -61,7 +70,9 @@ class Parameter(_Model):
     high: Number | None = Field(None, description="Largest value (with low).")
     type: Literal["float", "int"] = Field("float", description="float or int.")
     log: bool = Field(False, description="Search the range on a log scale (low > 0).")
-    choices: list[Any] | None = Field(None, description="The values to choose among (instead of a range).")
+    choices: list[Any] | None = Field(
+        None, max_length=MAX_CHOICES, description="The values to choose among (instead of a range; at most 1,000)."
+    )
 
     @model_validator(mode="after")
     def _range_or_choices(self) -> "Parameter":
@@ -171,18 +182,27 @@ def _excess(value: float, bound: float) -> float:
 
 
 class OptimizeSpec(_Model):
-    name: str | None = Field(None, min_length=1, description="A short name; default: the file's name.")
-    description: str = Field("", description="What the search is for.")
-    scenarios: dict[str, str | ScenarioRef] = Field(
-        ..., min_length=1, description="Name -> a scenario file, or {base, set}; a setting must hold in all of them."
+    name: str | None = Field(
+        None, min_length=1, max_length=MAX_SPEC_NAME_LENGTH,
+        description="A short name (at most 200 characters: it names the result directory); default: the file's name.",
     )
-    seeds: list[Integer] = Field([1], min_length=1, description="Run seeds: each scenario runs once per seed.")
+    description: str = Field("", max_length=MAX_TEXT_LENGTH, description="What the search is for.")
+    scenarios: dict[str, str | ScenarioRef] = Field(
+        ..., min_length=1, max_length=MAX_SPEC_ITEMS,
+        description="Name -> a scenario file, or {base, set}; a setting must hold in all of them.",
+    )
+    seeds: list[Integer] = Field(
+        [1], min_length=1, max_length=MAX_SPEC_ITEMS, description="Run seeds: each scenario runs once per seed."
+    )
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set", description="Dotted-key changes to every scenario.")
-    parameters: dict[str, Parameter] = Field(..., min_length=1, description="Dotted key -> the range or choices searched.")
+    parameters: dict[str, Parameter] = Field(
+        ..., min_length=1, max_length=MAX_SPEC_ITEMS, description="Dotted key -> the range or choices searched."
+    )
     objective: Objective
-    constraints: list[Constraint] = Field(default_factory=list, description="Bounds every run must keep.")
+    constraints: list[Constraint] = Field(default_factory=list, max_length=MAX_SPEC_ITEMS, description="Bounds every run must keep.")
     compare_with: dict[str, dict[str, Any]] | None = Field(
-        None, description="Name -> dotted-key settings to run as well, for comparison; null = every shipped LIST policy."
+        None, max_length=MAX_SPEC_ITEMS,
+        description="Name -> dotted-key settings to run as well, for comparison; null = every shipped LIST policy.",
     )
     trials: Integer = Field(50, ge=1, le=MAX_TRIALS, description="Trials in all (a resumed search adds what is missing).")
     batch: Integer = Field(2, ge=1, le=256, description="Trials sampled at once and run together.")
@@ -243,6 +263,24 @@ def default_compare_with() -> dict[str, dict[str, Any]]:
     return {p: {"apf.estimator.list_policy": p} for p in list_policy_names() if p != "constant"}
 
 
+def _check_size(spec: OptimizeSpec, fail) -> None:
+    """Refuse a search whose runs, or whose checks before the first run, are beyond reach."""
+    runs = spec.trials * len(spec.scenarios) * len(spec.seeds)
+    if runs > MAX_SWEEP_RUNS:
+        raise fail(f"trials: {spec.trials:,} trials x {len(spec.scenarios)} scenarios x {len(spec.seeds)} seeds is "
+                   f"{runs:,} runs, more than {MAX_SWEEP_RUNS:,}; fewer trials, scenarios or seeds")  # fmt: skip
+    checks = _checks(spec)
+    if checks > MAX_CHECKS:
+        raise fail(f"parameters: {checks:,} scenarios to check before the first run (every choice and range end, and "
+                   f"every compare_with setting, in each of {len(spec.scenarios)} scenarios), more than {MAX_CHECKS:,}; "
+                   "fewer choices or scenarios")  # fmt: skip
+
+
+def _checks(spec: OptimizeSpec) -> int:
+    compared = len(spec.compare_with) if spec.compare_with is not None else len(default_compare_with())
+    return len(spec.scenarios) * (2 + sum(len(p.ends()) - 1 for p in spec.parameters.values()) + compared)
+
+
 def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = None) -> LoadedOptimization:
     """Read and check an optimisation file (or mapping)."""
     data, name, here, default_name = read_spec_source(source, base_dir, "optimize", "an optimisation file")
@@ -264,6 +302,7 @@ def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = 
         if key in fixed:
             raise fail(f"parameters.{key}: also fixed in set; a key is either fixed or searched")
 
+    _check_size(spec, fail)
     first = {key: p.ends()[0] for key, p in spec.parameters.items()}
     cases = []
     for case_name, ref in spec.scenarios.items():
@@ -275,8 +314,11 @@ def load_optimize_spec(source: str | Path | dict, base_dir: str | Path | None = 
         base, scenario_dir = read_base_scenario(ref.base, here, fail, where)
         merged = check_loads(lambda: apply_overrides(base, {**ref.overrides, **spec.overrides}, "set"), fail, where)
         case = ScenarioCase(case_name, merged, scenario_dir)
+        started = time.perf_counter()
         try:
             load_scenario(case.data, base_dir=case.base_dir)
+            if not cases:
+                announce_checks(name, _checks(spec), time.perf_counter() - started)
         except ConfigError as alone:
             # Either the scenario is wrong, or it is whole only with the parameters (a policy's
             # required one, say): the same error with them says which.

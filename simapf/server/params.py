@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
 from simapf.messages import describe
-from simapf.quantities import AtLeast, Cores, Integer, Number, Rate, Seconds
+from simapf.quantities import MAX_CORES, AtLeast, Cores, Integer, Number, Rate, Seconds
 
 MiB = 1 << 20
 
@@ -95,8 +95,8 @@ class _Params(BaseModel):
 
 class CpuParams(_Params):
     cores: Cores = Field(
-        16.0, gt=0,
-        description="CPU cores of the apiserver's machine or container (the seed experiment: 16); from 0.001 (1m) to 8192.",
+        16.0, gt=0, le=MAX_CORES,
+        description="CPU cores of the apiserver's machine or container (the seed experiment: 16); from 0.001 (1m) to 4096.",
     )
     usable_cores: Cores | None = Field(
         None,
@@ -118,8 +118,8 @@ class CpuParams(_Params):
     )
     gomaxprocs: Integer | None = Field(
         None,
-        ge=1,
-        description="GOMAXPROCS: Go threads running Go code at once (Ps). None = ceil(cores), Go's default.",
+        ge=1, le=MAX_CORES,
+        description="GOMAXPROCS: Go threads running Go code at once (Ps; at most 4096). None = ceil(cores), Go's default.",
     )
 
     @model_validator(mode="after")
@@ -232,8 +232,8 @@ class EtcdParams(_Params):
     objects_per_s: Rate | None = Field(
         611153.5639070664, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
-    concurrency: Integer = Field(1, ge=1, description=(
-        "Range reads etcd serves side by side (its servers: the cores it gives ranges); one range runs on one. "
+    concurrency: Integer = Field(1, ge=1, le=MAX_CORES, description=(
+        "Range reads etcd serves side by side (its servers: the cores it gives ranges; at most 4096); one range runs on one. "
         "The calibration's shared Kind node: 1, with `ps`."
     ))
     embedded: bool = Field(
@@ -715,5 +715,5 @@ class ServerParams(_Params):
     def from_yaml(cls, path: str | Path) -> "ServerParams":
         """Load from a YAML file holding a mapping with any subset of the fields."""
         path = Path(path)
-        data = read_yaml(path)
+        data = read_yaml(path, empty_ok=True)
         return cls.from_dict(data, source_name=str(path))

@@ -40,19 +40,23 @@ def run_id(base_seed: int, factors: Mapping[str, Any], replication: int) -> str:
     return digest({"sweep_seed": base_seed, "factors": dict(factors), "replication": replication}).hex()[:16]
 
 
-def range_values(start: float, stop: float, step: float) -> list[float | int]:
+def range_values(start: float, stop: float, step: float, limit: int | None = None) -> list[float | int]:
     """Python's range for numbers: start, start + step, ... while before stop (stop excluded).
 
-    Integers stay integers when start, stop and step all are."""
+    Integers stay integers when start, stop and step all are. More than `limit` values is a
+    ValueError, raised before any is made."""
     if step == 0:
         raise ValueError("step must not be 0")
     if not all(math.isfinite(x) for x in (start, stop, step)):
         raise ValueError("start, stop and step must be finite numbers")
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stop, step)):
-        return list(range(int(start), int(stop), int(step)))
+    whole = all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stop, step))
     # Count first, then multiply: adding step repeatedly accumulates error.
-    n = math.ceil(round((stop - start) / step, _RANGE_DECIMALS))
-    return [round(start + i * step, _RANGE_DECIMALS) for i in range(max(n, 0))]
+    n = len(range(int(start), int(stop), int(step))) if whole else max(math.ceil(round((stop - start) / step, _RANGE_DECIMALS)), 0)
+    if limit is not None and n > limit:
+        raise ValueError(f"{n:,} values, more than the {limit:,} runs a sweep may have")
+    if whole:
+        return list(range(int(start), int(stop), int(step)))
+    return [round(start + i * step, _RANGE_DECIMALS) for i in range(n)]
 
 
 @dataclass(frozen=True)

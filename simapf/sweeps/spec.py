@@ -20,6 +20,8 @@ combination of levels, so a typo costs a second and one line naming the field, n
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,9 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from simapf.errors import ConfigError
 from simapf.quantities import Integer
+from simapf.scenario.work import duration
+from simapf.scenario.schema.base import MAX_TEXT_LENGTH
 from simapf.scenario.load import LoadedScenario, apply_overrides, describe_scenario_error, load_scenario, read_yaml
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import PlannedRun, canonical_json, plan_runs, range_values
+
+
+log = logging.getLogger(__name__)
 
 
 class _Model(BaseModel):
@@ -60,22 +67,33 @@ class BackendSpec(_Model):
 # A sweep is checked whole before it runs (every combination's scenario is loaded), and its
 # table is one row per run: 100,000 runs is already days of simulation on one machine.
 MAX_SWEEP_RUNS = 100_000
+# A sweep's or search's name names its default result directory, under the 255 bytes of a file
+# name; its lists (factors, metrics, parameters, scenarios...) are each at most MAX_SPEC_ITEMS long.
+MAX_SPEC_NAME_LENGTH = 200
+MAX_SPEC_ITEMS = 1000
 
 
 class SweepSpec(_Model):
-    name: str | None = Field(None, min_length=1, description="A short name; default: the file's name.")
-    description: str = Field("", description="What the sweep shows.")
+    name: str | None = Field(
+        None, min_length=1, max_length=MAX_SPEC_NAME_LENGTH,
+        description="A short name (at most 200 characters: it names the result directory); default: the file's name.",
+    )
+    description: str = Field("", max_length=MAX_TEXT_LENGTH, description="What the sweep shows.")
     base: str | dict[str, Any] = Field(..., description="The base scenario: a path relative to the sweep file, or a mapping.")
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set", description="Dotted-key changes to the base for every run.")
     factors: dict[str, Any] = Field(
-        default_factory=dict, description="Dotted key -> [values] | {values: [...]} | {range: [start, stop, step]}."
+        default_factory=dict, max_length=MAX_SPEC_ITEMS,
+        description="Dotted key -> [values] | {values: [...]} | {range: [start, stop, step]}.",
     )
     replications: Integer = Field(1, ge=1, le=MAX_SWEEP_RUNS, description="Runs per combination of factor levels, each with its own seed.")
     seed: Integer = Field(1, ge=0, description="The sweep seed every run's seed is derived from.")
     common_random_numbers: list[str] = Field(
-        default_factory=list, description="Factors left out of the seed: runs differing only in them share random streams."
+        default_factory=list, max_length=MAX_SPEC_ITEMS,
+        description="Factors left out of the seed: runs differing only in them share random streams.",
     )
-    metrics: list[str] | None = Field(None, description="Metric columns to keep (names or patterns like 'p99_s/*'); null = all.")
+    metrics: list[str] | None = Field(
+        None, max_length=MAX_SPEC_ITEMS, description="Metric columns to keep (names or patterns like 'p99_s/*'); null = all."
+    )
     backend: BackendSpec = Field(BackendSpec(), description="Where runs execute.")
     out: str | None = Field(None, description="Result directory, relative to the sweep file (the CLI's --out wins).")
 
@@ -146,24 +164,28 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
     except (TypeError, ValueError) as exc:
         raise fail(f"base: not plain data (strings, numbers, booleans, lists, mappings): {exc}") from None
     base = check_loads(lambda: apply_overrides(base, spec.overrides, "set"), fail, "set")
+    started = time.perf_counter()
     check_loads(lambda: load_scenario(base, base_dir=scenario_dir), fail, "set")
+    one_check_s = time.perf_counter() - started
 
     factors = {key: _levels(key, value, spec, fail) for key, value in spec.factors.items()}
     for i, key in enumerate(spec.common_random_numbers):
         if key not in factors:
             raise fail(f"common_random_numbers[{i}]: {key!r} is not a factor")
-
-    # Each level on its own first, so the message can name the level at fault.
-    for key, levels in factors.items():
-        for i, level in enumerate(levels):
-            check_loads(lambda: load_scenario(base, {key: level}, base_dir=scenario_dir), fail,
-                        f"factors.{key}[{i}] ({canonical_json(level)})")  # fmt: skip
     n_runs = spec.replications
     for levels in factors.values():
         n_runs *= len(levels)
     if n_runs > MAX_SWEEP_RUNS:
         raise fail(f"factors: {n_runs:,} runs (levels multiplied, times {spec.replications} replications), more than "
                    f"{MAX_SWEEP_RUNS:,}; split the sweep or drop levels")  # fmt: skip
+    n_combinations = n_runs // spec.replications
+    announce_checks(name, sum(len(levels) for levels in factors.values()) + n_combinations, one_check_s)
+
+    # Each level on its own first, so the message can name the level at fault.
+    for key, levels in factors.items():
+        for i, level in enumerate(levels):
+            check_loads(lambda: load_scenario(base, {key: level}, base_dir=scenario_dir), fail,
+                        f"factors.{key}[{i}] ({canonical_json(level)})")  # fmt: skip
     runs = plan_runs(factors, spec.replications, spec.seed, spec.common_random_numbers)
     combinations = []
     for run in runs[:: spec.replications]:
@@ -171,6 +193,16 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
         loaded = check_loads(lambda: load_scenario(base, run.factors, base_dir=scenario_dir), fail, where)
         combinations.append(Combination(run.factors, loaded))
     return LoadedSweep(spec, spec.name or default_name, name, here, base, factors, combinations, runs)
+
+
+# Checking the scenarios of a file before its first run is announced when it takes longer than this.
+NOTICE_CHECK_S = 10.0
+
+
+def announce_checks(name: str, n: int, seconds_each: float) -> None:
+    """Say, before it starts, that checking `n` scenarios (`seconds_each`) will take a while."""
+    if n * seconds_each > NOTICE_CHECK_S:
+        log.warning("%s: checking %s scenarios before the first run, ~%s", name, f"{n:,}", duration(n * seconds_each))
 
 
 def read_spec_source(source: str | Path | dict, base_dir: str | Path | None, kind: str,
@@ -236,7 +268,7 @@ def _levels(key: str, value: Any, spec: SweepSpec, fail) -> list[Any]:
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r)):  # fmt: skip
             raise fail(f"{where}.range: expected [start, stop, step] (numbers; stop excluded)")
         try:
-            levels = range_values(*r)
+            levels = range_values(*r, limit=MAX_SWEEP_RUNS)
         except ValueError as exc:
             raise fail(f"{where}.range: {exc}") from None
         where_values = f"{where}.range"

@@ -29,8 +29,19 @@ def parse_duration(text: str) -> float | None:
     return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
 
 
+# The longest text any field takes (a million-character name is a mistake, and every name is
+# copied into series labels and outputs), and the longest name: Kubernetes' DNS subdomain.
+MAX_TEXT_LENGTH = 10_000
+MAX_NAME_LENGTH = 253
+# The most elements of a scenario's lists (resources, clients, webhooks, CRD groups; events may
+# be ten times as many): each is checked against the others, and each client and resource adds
+# series to every scrape.
+MAX_LIST_ITEMS = 1000
+
+
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True,
+                              str_max_length=MAX_TEXT_LENGTH)  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod
@@ -57,6 +68,6 @@ NumberAsText = BeforeValidator(_number_as_text)
 
 
 # Bounds of a run's actors, each a one-line error beyond it: simapf keeps one actor per client
-# instance and draws every arrival.
-MAX_INSTANCES = 1_000_000
+# instance, with its own random streams (tens of KB each), and draws every arrival.
+MAX_INSTANCES = 100_000
 MAX_RATE_PER_S = 1e6

@@ -9,17 +9,25 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from simapf.scenario.schema.base import (
-    MAX_GO_DURATION_S, MAX_INSTANCES, MAX_RATE_PER_S, RATE_FLOOR, Integer, Number, NumberAsText, Rate, Seconds,
-    StrictModel,
+    MAX_GO_DURATION_S, MAX_INSTANCES, MAX_NAME_LENGTH, MAX_RATE_PER_S, RATE_FLOOR, Integer, Number, NumberAsText,
+    Rate, Seconds, StrictModel,
 )  # fmt: skip
 from simapf.server.params import Bytes, OptionalBytes
+
+
+MAX_GROUPS = 100
+MAX_RETRIES = 1000
+MAX_WORKERS = 10_000  # one response slot is held per worker and core
+MAX_GROUP_VERSIONS = 100_000  # a discovery client keeps each group-version it walks
 
 
 class Identity(StrictModel):
     """Who a client is, as APF's FlowSchemas see it. `{i}` in names is the client's index."""
 
     user: str | None = Field(None, description="User name, e.g. 'alice' or 'system:node:node-{i}'.")
-    groups: list[str] = Field(default_factory=list, description="Groups; system:authenticated is always added.")
+    groups: list[str] = Field(
+        default_factory=list, max_length=MAX_GROUPS, description="Groups (at most 100); system:authenticated is always added."
+    )
     service_account: str | None = Field(
         None, description="'namespace/name': user system:serviceaccount:namespace:name with the service-account groups."
     )
@@ -92,7 +100,7 @@ class RequestTemplate(StrictModel):
 class RetryPolicy(StrictModel):
     """client-go's handling of 429s: wait Retry-After, retry at most max_retries times."""
 
-    max_retries: Integer = Field(10, ge=0, description="Retries after a 429 (client-go's default: 10).")
+    max_retries: Integer = Field(10, ge=0, le=MAX_RETRIES, description="Retries after a 429 (client-go's default: 10; at most 1,000).")
     honour_retry_after: bool = Field(True, description="Wait the Retry-After the apiserver sends (APF: 1 s, doubling to 32 s under sustained rejection).")
     fallback_wait_s: Seconds = Field(1.0, ge=0, description="Wait when Retry-After is not honoured.")
 
@@ -220,9 +228,9 @@ class ClientProcessing(StrictModel):
         ),
     )
     workers: Integer | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_WORKERS,
         description=(
-            "How many responses one instance processes at once; more wait, first come first served. null = the "
+            "How many responses one instance processes at once (at most 10,000); more wait, first come first served. null = the "
             "kind's default: informer 1 (the reflector decodes its list and watch in one goroutine); others 8 "
             "(a goroutine per request, bounded by the cores of a laptop, assumed an 8-core Apple M1 as in "
             "kubernetes/kubernetes#110820; kubectl fetches every group-version in its own goroutine)."
@@ -230,9 +238,9 @@ class ClientProcessing(StrictModel):
     )
 
     shared_cores: Integer | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_WORKERS,
         description=(
-            "The instances are one program's (a process that starts N informers): its cores process at most "
+            "The instances are one program's (a process that starts N informers; at most 10,000 cores): its cores process at most "
             "this many responses at once, all instances together, first come first served, each instance "
             "still within its own `workers`. null = each instance is a process of its own."
         ),
@@ -296,11 +304,17 @@ class ClientNetwork(StrictModel):
 
 
 class ClientBase(StrictModel):
-    name: str = Field(..., min_length=1, description="Unique client name (labels series, targets events).")
+    name: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH,
+        description="Unique client name (labels series, targets events; at most 253 characters).",
+    )
     identity: Identity = Field(..., description="Give exactly one of user and service_account.")
     count: Integer = Field(
         1, ge=0, le=MAX_INSTANCES,
-        description="Instances (independent clients with this spec; `{i}` in identity names is the index; at most 1,000,000).",
+        description=(
+            "Instances (independent clients with this spec; `{i}` in identity names is the index; at most 100,000, "
+            "and 100,000 in all clients together: simapf keeps each one's state and random streams)."
+        ),
     )
     start: StartSpec = Field(StartSpec(), description="When the instances start.")
     retry: RetryPolicy = Field(RetryPolicy(), description="Applies to every request the client sends.")
@@ -453,7 +467,8 @@ class DiscoveryClient(ClientBase):
     kind: Literal["discovery"] = Field(description="discovery: this kind of client.")
     interval_s: Seconds = Field(60.0, gt=0, description="Mean time between discovery runs per instance (Poisson).")
     extra_group_versions: Integer = Field(
-        0, ge=0, description="Group-versions served besides those of `resources` (CRDs, aggregated APIs)."
+        0, ge=0, le=MAX_GROUP_VERSIONS,
+        description="Group-versions served besides those of `resources` (CRDs, aggregated APIs; at most 100,000).",
     )
     aggregated: bool = Field(
         False, description="Aggregated discovery (1.30+): 2 requests with every group-version in them, instead of 2 + one per group-version."

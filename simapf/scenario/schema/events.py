@@ -40,7 +40,7 @@ class RampEvent(EventBase):
 
     kind: Literal["ramp"] = Field(description="ramp: this kind of event.")
     client: str = Field(..., description="The client's name.")
-    to_count: Integer = Field(..., ge=0, le=MAX_INSTANCES, description="Instances at the end.")
+    to_count: Integer = Field(..., ge=0, le=MAX_INSTANCES, description="Instances at the end (at most 100,000).")
     over_s: Seconds = Field(0.0, ge=0, description="Duration of the ramp (0 = at once).")
 
 

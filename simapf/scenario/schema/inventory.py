@@ -7,13 +7,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import Integer, Number, StrictModel
+from simapf.scenario.schema.base import MAX_NAME_LENGTH, Integer, Number, StrictModel
 from simapf.server.params import Bytes
 
 
 # Bounds of the inputs a run is built from, each a one-line error beyond it: simapf keeps one
 # size per object.
 MAX_OBJECTS = 50_000_000
+MAX_NAMESPACES = 1_000_000  # simapf keeps each namespace's objects apart
 MAX_OBJECT_BYTES = 2**31  # gRPC's largest message: no larger object can be read back
 
 
@@ -44,8 +45,11 @@ UNSTRUCTURED_DECODED_RATIO = 5.2
 class Resource(StrictModel):
     """One API resource and the objects it holds."""
 
-    name: str = Field(..., min_length=1, description="Resource name as in URLs (pods, secrets, widgets).")
-    group: str = Field("", description="API group ('' = core).")
+    name: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH,
+        description="Resource name as in URLs (pods, secrets, widgets; at most 253 characters).",
+    )
+    group: str = Field("", max_length=MAX_NAME_LENGTH, description="API group ('' = core; at most 253 characters).")
     version: str = Field("v1", description="API version (for discovery).")
     namespaced: bool = Field(True, description="Namespaced or cluster-scoped.")
     count: Integer = Field(
@@ -53,7 +57,10 @@ class Resource(StrictModel):
         description="Objects at the start of the run (mutators add and delete some; at most 50,000,000: simapf keeps each one's size).",
     )
     object_size: SizeDistribution = Field(..., description="A size is drawn for each object, at the start and on every create.")
-    namespaces: Integer = Field(1, ge=1, le=MAX_OBJECTS, description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...).")
+    namespaces: Integer = Field(
+        1, ge=1, le=MAX_NAMESPACES,
+        description="Namespaces the objects are spread over evenly (ns-0, ns-1, ...; at most 1,000,000).",
+    )
     watch_cache: bool = Field(True, description="Whether the apiserver keeps a watch cache of it.")
     converts: bool = Field(
         False, description="Whether internal-to-external list conversion copies objects (Pods, Nodes: true; ConfigMaps, Secrets, CRs: false)."
@@ -117,12 +124,16 @@ class CrdGroup(StrictModel):
     parameters), and the group-versions discovery walks. Their custom objects, if any, are
     `resources` like any other."""
 
-    name: str = Field(..., min_length=1, description="A name for the group (a crd_install event refers to it).")
+    name: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH,
+        description="A name for the group (a crd_install event refers to it; at most 253 characters).",
+    )
     count: Integer = Field(..., ge=1, le=MAX_CRDS, description="How many CRDs.")
     served_versions: Integer = Field(1, ge=1, le=32, description="Versions each CRD serves: each has its own storage and schema.")
     schema_bytes: Bytes = Field(16 * 1024, description="Size of one version's openAPIV3Schema, as JSON (bytes or a quantity).")
     api_groups: Integer | None = Field(
-        None, ge=1, description="API groups the CRDs span: discovery walks api_groups x served_versions group-versions. null: one per CRD."
+        None, ge=1, le=MAX_CRDS,
+        description="API groups the CRDs span: discovery walks api_groups x served_versions group-versions. null: one per CRD."
     )
 
     @model_validator(mode="after")

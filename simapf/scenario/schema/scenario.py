@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
+
 from pydantic import Field, field_validator, model_validator
 
-from simapf.scenario.schema.base import Integer, Seconds, StrictModel
+from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Integer, Seconds, StrictModel
 from simapf.scenario.schema.clients import (
-    CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, MutatorClient,
+    CHECKSUMMED_DISCOVERY_CACHE, DISCOVERY_CACHE_FSYNC_S, Client, DiscoveryClient, InformerClient, MutatorClient,
     OpenLoopClient,
 )  # fmt: skip
 from simapf.scenario.schema.events import CrdInstallEvent, Event, RampEvent, RestartEvent
@@ -22,6 +24,8 @@ MAX_SCRAPES = 1_000_000
 # Requests a run may be expected to send (open-loop and writers' rates times the duration) unless
 # `run.max_requests` says more: at ~25,000 simulated requests a wall second, 100 M is over an hour.
 DEFAULT_MAX_REQUESTS = 100_000_000
+MAX_REQUESTS = 10_000_000_000  # run.max_requests: days of simulation
+MAX_EVENTS = 10 * MAX_LIST_ITEMS
 
 
 def _unique(field: str, names: list[str], what: str) -> dict[str, int]:
@@ -45,17 +49,20 @@ class RunSpec(StrictModel):
         1.0, ge=0.001,
         description=(
             "Step of the time series: every series is sampled this often, like a Prometheus scrape "
-            "(at least 1 ms, and at most 1,000,000 samples in a run). It changes only what is seen, never "
-            "what is simulated: the summary's counters and true peaks are the same at any step; the series, "
-            "the `scraped_*` peaks and the per-interval CPU peaks follow it."
+            "(at least 1 ms, and at most 1,000,000 steps in a run; the run's series, about 50 plus a few per "
+            "priority level, FlowSchema, client and resource, may hold at most 10,000,000 samples in all). It "
+            "changes only what is seen, never what is simulated: the summary's counters and true peaks are the "
+            "same at any step; the series, the `scraped_*` peaks and the per-interval CPU peaks follow it."
         ),
     )
     request_records: bool = Field(False, description="Keep one record per request (memory grows with the request count).")
     max_requests: Integer = Field(
-        DEFAULT_MAX_REQUESTS, ge=1,
+        DEFAULT_MAX_REQUESTS, ge=1, le=MAX_REQUESTS,
         description=(
             "The most requests the run may be expected to send (open-loop clients' and writers' rates x instances "
-            "x duration); a scenario beyond it is refused before it runs. Raise it for a deliberately long run."
+            "x duration, a paged LIST by its pages; discovery clients' walks; paged informers' first lists); a "
+            "scenario beyond it is refused before it runs. Raise it for "
+            "a deliberately long run (at most 10,000,000,000)."
         ),
     )
     steady_state_from_s: Seconds | None = Field(
@@ -88,21 +95,24 @@ class RunSpec(StrictModel):
 
 
 class Scenario(StrictModel):
-    name: str = Field("scenario", description="A short name, used in outputs.")
+    name: str = Field("scenario", max_length=MAX_NAME_LENGTH, description="A short name, used in outputs (at most 253 characters).")
     description: str = Field("", description="What the scenario shows.")
     run: RunSpec = Field(RunSpec(), description="Duration, seed, series step.")
     kubernetes: Kubernetes = Field(Kubernetes(), description="Kubernetes version knobs.")
     apiserver: Apiserver = Field(Apiserver(), description="The apiserver.")
     apf: APF = Field(APF(), description="API Priority and Fairness.")
-    resources: list[Resource] = Field(default_factory=list, description="The cluster's resources.")
-    clients: list[Client] = Field(default_factory=list, description="Who sends requests.")
-    events: list[Event] = Field(default_factory=list, description="What happens when.")
+    resources: list[Resource] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="The cluster's resources (at most 1,000)."
+    )
+    clients: list[Client] = Field(default_factory=list, max_length=MAX_LIST_ITEMS, description="Who sends requests (at most 1,000).")
+    events: list[Event] = Field(default_factory=list, max_length=MAX_EVENTS, description="What happens when (at most 10,000).")
     admission_webhooks: list[AdmissionWebhook] = Field(
-        default_factory=list, description="Admission webhooks called for matching requests while they hold their seats."
+        default_factory=list, max_length=MAX_LIST_ITEMS,
+        description="Admission webhooks called for matching requests while they hold their seats (at most 1,000).",
     )
     crds: list[CrdGroup] = Field(
-        default_factory=list,
-        description="CustomResourceDefinitions, by group: installed before the run, or by a crd_install event.",
+        default_factory=list, max_length=MAX_LIST_ITEMS,
+        description="CustomResourceDefinitions, by group: installed before the run, or by a crd_install event (at most 1,000).",
     )
 
     @model_validator(mode="after")
@@ -166,14 +176,39 @@ class Scenario(StrictModel):
 
     def expected_requests(self) -> float:
         """Requests the rate-driven clients would send over the run: open-loop clients' and writers'
-        rate x instances (their largest ramp) x duration. Closed loops and informers are left out:
-        their pace depends on the server."""
+        rate x instances (their largest ramp) x duration, each paged LIST counted by its pages;
+        discovery clients' walks of every group-version; paged informers' first lists. Closed loops
+        and the rest of informers' work are left out: their pace depends on the server."""
         peak = {c.name: c.count for c in self.clients}
         for e in self.events:
             if isinstance(e, RampEvent) and e.client in peak:
                 peak[e.client] = max(peak[e.client], e.to_count)
-        return sum(c.rate_per_s * peak[c.name] * self.run.duration_s
-                   for c in self.clients if isinstance(c, (OpenLoopClient, MutatorClient)))  # fmt: skip
+        rated = sum(c.rate_per_s * peak[c.name] * self.run.duration_s * self._pages(c)
+                    for c in self.clients if isinstance(c, (OpenLoopClient, MutatorClient)))  # fmt: skip
+        rated += sum(peak[c.name] * self._pages(c) for c in self.clients if isinstance(c, InformerClient))
+        served = len({(r.group, r.version) for r in self.resources}) + sum(g.group_count * g.served_versions for g in self.crds)
+        walks = sum(peak[c.name] * self.run.duration_s / c.interval_s * (2 if c.aggregated else 2 + served + c.extra_group_versions)
+                    for c in self.clients if isinstance(c, DiscoveryClient))  # fmt: skip
+        return rated + walks
+
+    def _pages(self, client: OpenLoopClient | MutatorClient | InformerClient) -> float:
+        """Requests one of the client's LISTs takes, page by page (1 for anything unpaged)."""
+        if isinstance(client, InformerClient):
+            if client.list.mode != "paged":
+                return 1.0
+            limit, namespace, selectivity = client.list.page_size, client.namespace, client.selectivity
+            resource = client.resource
+        elif isinstance(client, OpenLoopClient):
+            o = client.request.options
+            if client.request.verb != "list" or o.limit <= 0 or not o.paginate or o.resource_version == "0":
+                return 1.0
+            limit, namespace, selectivity = o.limit, client.request.namespace, o.selectivity
+            resource = client.request.resource
+        else:
+            return 1.0
+        r = self.resource(resource)
+        objects = r.count / r.namespaces if namespace is not None else r.count
+        return max(1.0, math.ceil(objects * selectivity / limit))
 
     def resource(self, ref: str) -> Resource:
         """The resource a client refers to by name or name.group."""

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
-from simapf.scenario.schema.base import Cores, Integer, Number, NumberAsText, Seconds, StrictModel
-from simapf.server.params import OptionalBytes
+from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Cores, Integer, Number, NumberAsText, Seconds, StrictModel
+from simapf.server.params import MAX_CORES, OptionalBytes
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,6 +108,10 @@ class Kubernetes(StrictModel):
 # --------------------------------------------------------------------------------------------
 # The apiserver
 
+# The most queues simapf holds in one apiserver, all priority levels together (each is an object
+# of its own; upstream accepts up to 10,000,000 per level).
+MAX_QUEUES_HELD = 1_000_000
+
 
 class LoadBalancer(StrictModel):
     """How client connections reach the replicas when there are several (apiserver.replicas > 1).
@@ -156,10 +160,10 @@ class Apiserver(StrictModel):
     )
 
     cores: Cores = Field(
-        16.0, gt=0,
+        16.0, gt=0, le=MAX_CORES,
         description=(
             "CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes "
-            "them (8000m). From 1m, the smallest CPU quantity Kubernetes gives, to 8192, the most CPUs Linux runs on."
+            "them (8000m). From 1m, the smallest CPU quantity Kubernetes gives, to 4096 (simapf holds a processor-sharing slot per core)."
         ),
     )
     max_requests_inflight: Integer = Field(
@@ -195,8 +199,8 @@ class Apiserver(StrictModel):
         ),
     )
     gomaxprocs: Integer | None = Field(
-        None, ge=1,
-        description="GOMAXPROCS: how many threads run Go code at once; null = ceil(cores).",
+        None, ge=1, le=MAX_CORES,
+        description="GOMAXPROCS: how many threads run Go code at once (at most 4096); null = ceil(cores).",
     )
     restart_s: Seconds | None = Field(
         None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
@@ -261,7 +265,13 @@ class PriorityLevelOverride(StrictModel):
         None, ge=0,
         description="borrowingLimitPercent: the most the level may borrow, in percent of its nominal concurrency.",
     )
-    queues: Integer | None = Field(None, ge=1, description="limitResponse.queuing.queues: how many queues the level has.")
+    queues: Integer | None = Field(
+        None, ge=1, le=MAX_QUEUES_HELD,
+        description=(
+            "limitResponse.queuing.queues: how many queues the level has (at most 1,000,000, and as many in all "
+            "levels together: simapf holds each queue)."
+        ),
+    )
     hand_size: Integer | None = Field(
         None, ge=1,
         description="limitResponse.queuing.handSize: how many queues a flow is shuffle-sharded over.",
@@ -317,13 +327,18 @@ class AdmissionWebhook(StrictModel):
     """An admission webhook the apiserver calls for matching requests, while they hold their
     APF seats (simapf.server.webhooks): mutating ones first, then validating ones."""
 
-    name: str = Field(..., min_length=1, description="The webhook's name (metrics and the summary use it).")
+    name: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH,
+        description="The webhook's name (metrics and the summary use it; at most 253 characters).",
+    )
     type: Literal["mutating", "validating"] = Field("validating", description="MutatingWebhookConfiguration or ValidatingWebhookConfiguration.")
     verbs: list[Literal["create", "update", "patch", "delete", "deletecollection"]] = Field(
         ["create", "update", "patch"], min_length=1,
         description="The requests it sees (upstream's operations CREATE, UPDATE (update and patch), DELETE).",
     )
-    resources: list[str] = Field(default_factory=list, description="Resource names it sees; empty: all.")
+    resources: list[str] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="Resource names it sees (at most 1,000); empty: all."
+    )
     failure_policy: Literal["Fail", "Ignore"] = Field(
         "Fail", description="A call that times out fails the request (Fail, upstream's default) or is skipped (Ignore)."
     )

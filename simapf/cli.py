@@ -14,6 +14,7 @@ import click
 
 from simapf import __version__
 from simapf.errors import SimapfError, users_traceback
+from simapf.uncertainty import MAX_DRAWS
 
 
 # Every command that can run on a Dask cluster takes its scheduler the same way.
@@ -22,9 +23,6 @@ dask_option = click.option(
     help="Run on an existing Dask cluster, e.g. tcp://dask-scheduler:8786 (needs simapf[dask] here and on the workers).",
 )  # fmt: skip
 
-
-# The most parameter draws `--uncertainty` takes: each is a whole run.
-MAX_DRAWS = 1000
 
 # Every command that writes a result directory refuses one that holds what is not simapf's.
 force_option = click.option(
@@ -370,23 +368,29 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force:
               help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress with ETA on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+@click.option("--uncertainty", "draws", type=click.IntRange(min=0, max=MAX_DRAWS), metavar="N",
+              help="Also run each combination under N draws of the model's parameters, on replication 0's seed: "
+                   "every headline figure's 90 % interval (overrides the file's `uncertainty`; 0 = none).")
 def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
-                  backend: str | None, force: bool, allow_user_code: bool, progress: bool) -> None:  # fmt: skip
+                  backend: str | None, force: bool, allow_user_code: bool, progress: bool,
+                  draws: int | None) -> None:  # fmt: skip
     """Run a sweep: a base scenario times the cartesian product of factors, replicated.
 
     Each finished run is written at once as one file of a Parquet dataset in the result
     directory; run it again after an interruption and it resumes where it stopped. Prints the
-    key metrics per combination; load everything with simapf.load_sweep(DIR).
+    key metrics per combination (with --uncertainty N, their intervals); load everything with
+    simapf.load_sweep(DIR).
     """
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep
 
     def run(loaded, out):
-        _announce([c.loaded for c in loaded.combinations], len(loaded.runs), workers or loaded.spec.backend.workers)
+        runs = len(loaded.runs) + len(loaded.combinations) * loaded.spec.uncertainty  # with its parameter draws
+        _announce([c.loaded for c in loaded.combinations], runs, workers or loaded.spec.backend.workers)
         return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
                      allow_user_code=allow_user_code)
 
-    df = _resumable(lambda: load_sweep_spec(sweep_path), "sweep", out_dir, run)
+    df = _resumable(lambda: load_sweep_spec(sweep_path, uncertainty=draws), "sweep", out_dir, run)
     click.echo(format_sweep(df), nl=False)
 
 

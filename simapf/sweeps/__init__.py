@@ -6,6 +6,7 @@
     backends where runs execute: serial, joblib (loky), Dask
     store  the result directory: one Parquet file per run, atomic, resumable; load_sweep
     runner `sweep()`
+    uncertainty  parameter draws per combination, and the intervals they give its rows
 
 The package is `sweeps`, not `sweep`, so that importing it never replaces the function
 `simapf.sweep` with a module.

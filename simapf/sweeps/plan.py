@@ -40,6 +40,20 @@ def run_id(base_seed: int, factors: Mapping[str, Any], replication: int) -> str:
     return digest({"sweep_seed": base_seed, "factors": dict(factors), "replication": replication}).hex()[:16]
 
 
+# A parameter draw of a combination (`sweep --uncertainty N`) is named after the combination's
+# replication 0, whose seed it runs on: <id>~d<draw>.
+DRAW_MARK = "~d"
+
+
+def draw_run_id(point_run_id: str, draw: int) -> str:
+    return f"{point_run_id}{DRAW_MARK}{draw}"
+
+
+def point_run_id(any_run_id: str) -> str:
+    """The run a run id is, or is a parameter draw of."""
+    return any_run_id.split(DRAW_MARK, 1)[0]
+
+
 def range_values(start: float, stop: float, step: float, limit: int | None = None) -> list[float | int]:
     """Python's range for numbers: start, start + step, ... while before stop (stop excluded).
 

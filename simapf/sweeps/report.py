@@ -21,9 +21,11 @@ def format_sweep(df: pd.DataFrame) -> str:
     sweep = df.attrs.get("sweep", {})
     factors = [f for f in sweep.get("factors", {}) if f in df.columns]
     reps = sweep.get("replications", 1)
+    draws = sweep.get("uncertainty", 0)
+    of_them = f"{status['draw_runs']} of them parameter draws, " if status.get("draw_runs") else ""
     lines = [
         f"simapf sweep: {sweep.get('name', '?')}, {status.get('runs', len(df))} runs "
-        f"({status.get('skipped', 0)} already done, {status.get('ran', len(df))} run now) in "
+        f"({of_them}{status.get('skipped', 0)} already done, {status.get('ran', len(df))} run now) in "
         f"{status.get('wall_s', 0):.1f} s on {status.get('backend', '?')}"
         + (f" -> {status['out']}" if status.get("out") else "")
     ]
@@ -34,18 +36,55 @@ def format_sweep(df: pd.DataFrame) -> str:
     for c, _h, scale in cols:
         values[c] = values[c] / scale
     values.columns = [h for _c, h, _s in cols]
+    bounds = _bounds(df, cols)
     if factors:
         short = short_names(factors)
-        keyed = pd.concat([df[factors].astype(str).set_axis(short, axis=1), values], axis=1)
-        table = keyed.groupby(short, sort=False).mean().reset_index()
+        keyed = pd.concat([df[factors].astype(str).set_axis(short, axis=1), values, bounds], axis=1)
+        table = keyed.groupby(short, sort=False).agg(_per_combination(values, bounds)).reset_index()
     else:
-        table = values.mean().to_frame().T
-    lines.append(f"  means over {reps} replication{'s' if reps > 1 else ''} per combination:")
+        whole = pd.concat([values, bounds], axis=1)
+        table = whole.groupby(lambda _row: 0).agg(_per_combination(values, bounds)).reset_index(drop=True)
+    table = _with_intervals(table, cols)
+    means = f"means over {reps} replication{'s' if reps > 1 else ''} per combination"
+    if not bounds.empty:
+        means += (f", [90 % interval] of replication 0 from {draws} parameter draws on its seed and, where "
+                  "validated, the model's error")  # fmt: skip
+    lines.append(f"  {means}:")
     shown = table.head(MAX_ROWS).to_string(index=False, float_format=lambda x: f"{x:,.2f}")
     lines += ["  " + line for line in shown.splitlines()]
     if len(table) > MAX_ROWS:
         lines.append(f"  ... {len(table) - MAX_ROWS} more; all runs: simapf.load_sweep(DIR) in Python")
     return "\n".join(lines) + "\n"
+
+
+def _bounds(df: pd.DataFrame, cols) -> pd.DataFrame:
+    """The shown columns' interval bounds (`<column>_lo`, `_hi`), scaled as the columns are."""
+    out = {}
+    for c, h, scale in cols:
+        if f"{c}_lo" in df.columns:
+            out[f"{h} lo"] = df[f"{c}_lo"].astype(float) / scale
+            out[f"{h} hi"] = df[f"{c}_hi"].astype(float) / scale
+    return pd.DataFrame(out, index=df.index)
+
+
+def _per_combination(values: pd.DataFrame, bounds: pd.DataFrame) -> dict[str, str]:
+    # A combination's rows share its interval (replication 0's); the values are averaged.
+    return {**{h: "mean" for h in values.columns}, **{b: "first" for b in bounds.columns}}
+
+
+def _with_intervals(table: pd.DataFrame, cols) -> pd.DataFrame:
+    """Each shown column with its interval, `2,100.00 [1,400.00 to 3,300.00]`, where it has one."""
+    for _c, h, _s in cols:
+        if f"{h} lo" not in table.columns:
+            continue
+        lo, hi = table.pop(f"{h} lo"), table.pop(f"{h} hi")
+        table[h] = [_number(v) + (f" [{_number(a)} to {_number(b)}]" if pd.notna(a) and pd.notna(b) else "")
+                    for v, a, b in zip(table[h], lo, hi)]  # fmt: skip
+    return table
+
+
+def _number(x: float) -> str:
+    return f"{x:,.2f}" if pd.notna(x) else "NaN"
 
 
 def short_names(keys: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
     df = simapf.sweep("sweeps/policies-size-qps.yaml", out="results/psq")   # all local cores
     df = simapf.sweep("sweep.yaml", out="results/x", dask="tcp://scheduler:8786")
+    df = simapf.sweep("sweep.yaml", out="results/x", uncertainty=20)   # and 90 % intervals
 
 With an output directory, every finished run is written there at once (see `store`), and calling
 `sweep` again with the same directory resumes: runs already there are not run again.
@@ -9,6 +10,7 @@ With an output directory, every finished run is written there at once (see `stor
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import PlannedRun
 from simapf.sweeps.progress import with_progress
 from simapf.sweeps.spec import LoadedSweep, SweepSpec, load_sweep_spec
+from simapf.sweeps.uncertainty import draw_ids, draw_tasks
+from simapf.uncertainty.model_error import load_pool
 
 
 def sweep(
@@ -34,9 +38,14 @@ def sweep(
     base_dir: str | Path | None = None,
     force: bool = False,
     allow_user_code: bool = False,
+    uncertainty: int | None = None,
 ):
     """Run a sweep and return its summary DataFrame (one row per run: run_id, replication,
     seed, the factor values, then the metrics; see docs/compare-and-sweep.md).
+
+    `uncertainty` = N (default: the sweep file's): also run each combination under N parameter
+    draws, and give every headline figure column its interval, `<column>_lo` and `<column>_hi`
+    (`simapf.sweeps.uncertainty`; the draws' own rows: `simapf.load_sweep(out, draws=True)`).
 
     `out`: the result directory (default: the sweep file's `out`; neither: keep results in
     memory only). It must be new, empty, or this sweep's own directory (which resumes), unless
@@ -46,7 +55,7 @@ def sweep(
     A scenario that names the user's own policy module runs that code wherever it runs; on
     Dask workers (other machines, other people's) only with `allow_user_code`.
     """
-    loaded = spec if isinstance(spec, LoadedSweep) else load_sweep_spec(spec, base_dir)
+    loaded = _loaded(spec, base_dir, uncertainty)
     chosen = choose_backend(loaded.spec, backend, workers, dask)
     if chosen.kind == "dask" and not allow_user_code:
         _refuse_user_code_on_workers(loaded)
@@ -54,7 +63,11 @@ def sweep(
     bundles = [bundle(c.loaded) for c in loaded.combinations]  # shared by a combination's replications
     reps = loaded.spec.replications
     tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps]) for run in loaded.runs}
-    order = [run.run_id for run in loaded.runs]
+    if loaded.spec.uncertainty:
+        load_pool()  # the model's error is needed for the intervals: missing, say so before the runs
+    tasks.update(draw_tasks(loaded, tasks))
+    mine = manifest(loaded)
+    order = mine["runs"]
     start = time.perf_counter()
     try:
         if out_dir is None:
@@ -66,14 +79,25 @@ def sweep(
             tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress, force)
     finally:
         release_workers()
-    df = store.frame((tables[rid] for rid in order), order, list(loaded.factors))
-    df.attrs["sweep"] = manifest(loaded)
+    df = store.results({rid: tables[rid] for rid in order}, mine)
+    df.attrs["sweep"] = mine
     df.attrs["status"] = {
-        "runs": len(order), "skipped": skipped, "ran": len(order) - skipped,
+        "runs": len(order), "draw_runs": len(order) - len(loaded.runs), "skipped": skipped, "ran": len(order) - skipped,
         "wall_s": time.perf_counter() - start, "backend": chosen.describe(),
         "out": str(out_dir) if out_dir is not None else None,
     }  # fmt: skip
     return df
+
+
+def _loaded(spec: str | Path | dict | SweepSpec | LoadedSweep, base_dir: str | Path | None,
+            uncertainty: int | None) -> LoadedSweep:  # fmt: skip
+    """The sweep, its `uncertainty` replaced when the caller gives one (checked as the file's)."""
+    if not isinstance(spec, LoadedSweep):
+        return load_sweep_spec(spec, base_dir, uncertainty)
+    if uncertainty is None or uncertainty == spec.spec.uncertainty:
+        return spec
+    again = load_sweep_spec(spec.spec, spec.base_dir, uncertainty)
+    return dataclasses.replace(again, name=spec.name, source=spec.source)
 
 
 def _refuse_user_code_on_workers(loaded: LoadedSweep) -> None:
@@ -104,6 +128,8 @@ def task_for(loaded: LoadedSweep, run: PlannedRun, bundled) -> RunTask:
 
 def manifest(loaded: LoadedSweep) -> dict[str, Any]:
     spec = loaded.spec
+    # `uncertainty` only when there are draws: a sweep without them writes what it always did.
+    draws = {"uncertainty": spec.uncertainty} if spec.uncertainty else {}
     return {
         "simapf_version": __version__,
         "name": loaded.name,
@@ -112,11 +138,12 @@ def manifest(loaded: LoadedSweep) -> dict[str, Any]:
         "key": loaded.definition_key(),
         "seed": spec.seed,
         "replications": spec.replications,
+        **draws,
         "common_random_numbers": spec.common_random_numbers,
         "metrics": spec.metrics,
         "factors": loaded.factors,
         "base": loaded.base,
-        "runs": [run.run_id for run in loaded.runs],
+        "runs": [run.run_id for run in loaded.runs] + draw_ids(loaded),  # the point runs, then the draws
     }
 
 

@@ -8,6 +8,7 @@
       clients.listers.rate_per_s: {range: [10, 50, 10]}     # 10, 20, 30, 40 (stop excluded)
       resources.widgets.object_size.mean_bytes: {values: [10Ki, 100Ki]}
     replications: 3
+    uncertainty: 20                        # optional: parameter draws per combination (intervals)
     seed: 1
     common_random_numbers: [apf.estimator.list_policy]   # optional: same streams across these
     metrics: [peak_rss_bytes, "p99_s/*"]                   # optional: columns to keep
@@ -35,6 +36,7 @@ from simapf.scenario.schema.base import MAX_TEXT_LENGTH
 from simapf.scenario.load import LoadedScenario, apply_overrides, describe_scenario_error, load_scenario, read_yaml
 from simapf.sweeps.measure import known_metric
 from simapf.sweeps.plan import PlannedRun, canonical_json, plan_runs, range_values
+from simapf.uncertainty import MAX_DRAWS
 
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,8 @@ class SweepSpec(_Model):
         description="Dotted key -> [values] | {values: [...]} | {range: [start, stop, step]}.",
     )
     replications: Integer = Field(1, ge=1, le=MAX_SWEEP_RUNS, description="Runs per combination of factor levels, each with its own seed.")
+    uncertainty: Integer = Field(0, ge=0, le=MAX_DRAWS, description="Parameter draws per combination, on replication 0's seed: "
+                                 "every headline figure's 90 % interval; 0 = none (the CLI's --uncertainty wins).")  # fmt: skip
     seed: Integer = Field(1, ge=0, description="The sweep seed every run's seed is derived from.")
     common_random_numbers: list[str] = Field(
         default_factory=list, max_length=MAX_SPEC_ITEMS,
@@ -142,11 +146,15 @@ class LoadedSweep:
         }).hex()[:16]  # fmt: skip
 
 
-def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path | None = None) -> LoadedSweep:
-    """Read and check a sweep file (or mapping); every scenario it makes is validated."""
+def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path | None = None,
+                    uncertainty: int | None = None) -> LoadedSweep:  # fmt: skip
+    """Read and check a sweep file (or mapping); every scenario it makes is validated.
+    `uncertainty` (not None) replaces the file's, checked as if the file said it."""
     if isinstance(source, SweepSpec):
         source = source.model_dump(by_alias=True)
     data, name, here, default_name = read_spec_source(source, base_dir, "sweep", "a sweep file")
+    if uncertainty is not None:
+        data = {**data, "uncertainty": uncertainty}
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
@@ -172,13 +180,14 @@ def load_sweep_spec(source: str | Path | dict | SweepSpec, base_dir: str | Path 
     for i, key in enumerate(spec.common_random_numbers):
         if key not in factors:
             raise fail(f"common_random_numbers[{i}]: {key!r} is not a factor")
-    n_runs = spec.replications
+    n_runs = spec.replications + spec.uncertainty  # a combination's runs: its replications and its draws
     for levels in factors.values():
         n_runs *= len(levels)
     if n_runs > MAX_SWEEP_RUNS:
-        raise fail(f"factors: {n_runs:,} runs (levels multiplied, times {spec.replications} replications), more than "
-                   f"{MAX_SWEEP_RUNS:,}; split the sweep or drop levels")  # fmt: skip
-    n_combinations = n_runs // spec.replications
+        draws = f" and {spec.uncertainty} parameter draws (uncertainty)" if spec.uncertainty else ""
+        raise fail(f"factors: {n_runs:,} runs (levels multiplied, times {spec.replications} replications{draws}), "
+                   f"more than {MAX_SWEEP_RUNS:,}; split the sweep or drop levels")  # fmt: skip
+    n_combinations = n_runs // (spec.replications + spec.uncertainty)
     announce_checks(name, sum(len(levels) for levels in factors.values()) + n_combinations, one_check_s)
 
     # Each level on its own first, so the message can name the level at fault.

@@ -2,6 +2,8 @@
 
     DIR/_sweep.json           what the sweep is (definition, factor levels, run ids in order)
     DIR/run-<id>.parquet      one row: the run's identity, its factor values and metrics
+    DIR/run-<id>~d<d>.parquet the same for parameter draw d of the combination whose replication 0
+                              is <id> (`simapf.sweeps.uncertainty`), with its `draw`
 
 A run's file is written under a temporary name in DIR, flushed to disk and renamed into place
 (`os.replace` is atomic on POSIX and Windows), so a reader, or a sweep resumed after a crash,
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "_sweep.json"  # "_": Parquet readers skip it when reading DIR as a dataset
 LOCK = ".sweep.lock"
-_RUN_FILE = re.compile(r"^run-([0-9a-f]{16})\.parquet$")
+_RUN_FILE = re.compile(r"^run-([0-9a-f]{16}(?:~d[0-9]+)?)\.parquet$")
 _TMP_PREFIX = ".tmp-"
 ID_COLUMNS = ("run_id", "replication", "seed")
 
@@ -238,9 +240,30 @@ def frame(tables: Iterable[Any], order: list[str] | None = None, factors: list[s
     return df[head + scalars + rest + tail]
 
 
-def load_sweep(out: str | Path):
+def results(tables: dict[str, Any], manifest: dict[str, Any] | None, draws: bool = False):
+    """A sweep's table from its runs' tables (id -> table): one row per point run, with the
+    intervals of its parameter draws when there are any; or (`draws`) the draw runs' rows.
+    What `sweep()` returns and `load_sweep` reads, so the two cannot differ."""
+    from simapf.sweeps.plan import point_run_id
+
+    order = (manifest or {}).get("runs")
+    factors = list((manifest or {}).get("factors", {}))
+    drawn = [t for rid, t in tables.items() if point_run_id(rid) != rid]
+    if draws:
+        return frame(drawn, order, factors + ["draw"])
+    df = frame((t for rid, t in tables.items() if point_run_id(rid) == rid), order, factors)
+    if drawn:
+        from simapf.sweeps.uncertainty import with_intervals
+
+        df = with_intervals(df, frame(drawn, order, factors + ["draw"]), manifest)
+    return df
+
+
+def load_sweep(out: str | Path, draws: bool = False):
     """The results of a sweep directory as a DataFrame: one row per finished run, its factor
-    values and metrics (see docs/compare-and-sweep.md). `df.attrs["sweep"]` is the manifest.
+    values and metrics, and with parameter draws (`uncertainty`) every headline figure's interval
+    (see docs/compare-and-sweep.md). `df.attrs["sweep"]` is the manifest. `draws`: the rows of
+    the draw runs instead (a `draw` column beside the factors).
 
     Reads what is there, so it works on a sweep still running or stopped half-way."""
     out = Path(out)
@@ -250,7 +273,7 @@ def load_sweep(out: str | Path):
     # A sweep run again with fewer levels keeps the other runs' files (they are results, and a
     # wider sweep reuses them) but its results are the runs it defines.
     wanted = set(manifest["runs"]) if manifest is not None and isinstance(manifest.get("runs"), list) else None
-    tables = []
+    tables = {}
     for run_id, path in run_files(out):
         if wanted is not None and run_id not in wanted:
             continue
@@ -258,8 +281,8 @@ def load_sweep(out: str | Path):
         if table is None:
             log.warning("%s: unreadable, skipped", path)
             continue
-        tables.append(table)
-    df = frame(tables, (manifest or {}).get("runs"), list((manifest or {}).get("factors", {})))
+        tables[run_id] = table
+    df = results(tables, manifest, draws)
     if manifest is not None:
         df.attrs["sweep"] = manifest
     return df

@@ -4,3 +4,8 @@
 - `model_error`: the validation's residuals by kind of figure and regime, as conformal bands.
 - `intervals`: N draws of a run, and every headline figure's interval from the two.
 """
+
+# The most parameter draws a run, a comparison or a sweep's combination takes (`--uncertainty N`,
+# a sweep file's `uncertainty`): each is a whole run. Here, free of imports, so that the command
+# line can bound its option without loading numpy.
+MAX_DRAWS = 1000

@@ -186,27 +186,21 @@ def run(
     scenario: Scenario | LoadedScenario | str | Path | dict,
     overrides: Iterable[str] | dict = (),
     progress: bool = False,
-    uncertainty: int = 0,
-    workers: int | None = None,
-    backend: str | None = None,
-    dask: str | None = None,
 ) -> Result:
     """Run a scenario (a loaded one, a Scenario, a dict or a file path) and return its Result.
-
-    `uncertainty` = N > 0: also run N draws of the model's parameters (on `workers` local
-    processes, or `backend`/`dask` as for sweeps) and give every headline figure of the summary
-    its interval (`simapf.uncertainty.intervals`)."""
-    if not isinstance(scenario, LoadedScenario) or overrides:
-        src = scenario.scenario if isinstance(scenario, LoadedScenario) else scenario
-        base = scenario.base_dir if isinstance(scenario, LoadedScenario) else None
-        scenario = load_scenario(src, overrides, base_dir=base)
-    result = Simulation(scenario).run(progress=progress)
+    (`simapf.run` is this with `uncertainty=N` besides: `simapf.uncertainty.intervals.run`.)"""
+    result = Simulation(load(scenario, overrides)).run(progress=progress)
     assert isinstance(result, Result)
-    if uncertainty:
-        from simapf.uncertainty.intervals import add_uncertainty
-
-        add_uncertainty(result, scenario, uncertainty, workers=workers, backend=backend, dask=dask, progress=progress)
     return result
+
+
+def load(scenario: Scenario | LoadedScenario | str | Path | dict, overrides: Iterable[str] | dict = ()) -> LoadedScenario:
+    """`scenario` loaded, with `overrides` applied (a LoadedScenario without them as it is)."""
+    if isinstance(scenario, LoadedScenario) and not overrides:
+        return scenario
+    src = scenario.scenario if isinstance(scenario, LoadedScenario) else scenario
+    base = scenario.base_dir if isinstance(scenario, LoadedScenario) else None
+    return load_scenario(src, overrides, base_dir=base)
 
 
 def run_lean(scenario: LoadedScenario) -> Readings:

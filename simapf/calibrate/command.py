@@ -23,7 +23,8 @@ from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.record import (SHIPPED, build_record, is_record_file, load_params, record_free_params,
                                      record_loss, record_text)  # fmt: skip
-from simapf.calibrate.report import current_values, is_jacobian_file, jacobian_path, jacobian_text, load_jacobian
+from simapf.calibrate.record import jacobian_path
+from simapf.calibrate.report import current_values, is_jacobian_file, jacobian_text, load_jacobian
 from simapf.files import check_output_file, write_output_file
 from simapf.sweeps.backends import Backend
 

@@ -133,3 +133,9 @@ def load_params(path: str | Path | None = None) -> tuple[ServerParams, Experimen
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe(exc, ExperimentSetup, prefix='experiment')}") from None
     return params, setup, data
+
+
+def jacobian_path(record_path: str | Path) -> Path:
+    """Where a record's Jacobian is kept: beside it, as `<record stem>.jacobian.json`."""
+    p = Path(record_path)
+    return p.with_name(p.stem + ".jacobian.json")

@@ -31,7 +31,7 @@ from simapf.calibrate.fit import FreeParam, free_params_by_key, residual_rows
 from simapf.calibrate.grid import Simulator
 from simapf.calibrate.logo import GroupPrediction, leave_one_group_out, logo_summary
 from simapf.calibrate.metrics import CPU_SEATS, EMPTY_CELL_REJECTION, Summary, summarise
-from simapf.calibrate.record import SHIPPED, load_params, record_free_params, record_loss
+from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params, record_loss
 from simapf.errors import ConfigError
 from simapf.files import json_text, read_text, write_text_atomic
 from simapf.server.params import ServerParams
@@ -47,12 +47,6 @@ TARGETS = {"memory_median": 0.15, "memory_max": 0.40, "cpu_median": 0.15, "logo_
 
 
 # ------------------------------------------------------------------------------- Jacobian store
-
-
-def jacobian_path(record_path: str | Path) -> Path:
-    """Where a record's Jacobian is kept: beside it, as `<record stem>.jacobian.json`."""
-    p = Path(record_path)
-    return p.with_name(p.stem + ".jacobian.json")
 
 
 class StoredJacobian(NamedTuple):

@@ -69,8 +69,7 @@ def draw_parameters(n: int, seed: int, record_path: str | Path | None = None,
                     prior_sd: float = PRIOR_SD) -> ParameterDraws:  # fmt: skip
     """`n` parameter sets drawn from the record's uncertainty (default: the shipped record),
     reproducibly from `seed`; experiment-only parameters left out."""
-    from simapf.calibrate.record import SHIPPED, read_record, record_free_params
-    from simapf.calibrate.report import jacobian_path
+    from simapf.calibrate.record import SHIPPED, jacobian_path, read_record, record_free_params
 
     path = Path(record_path) if record_path is not None else SHIPPED
     record = read_record(path)

@@ -1,6 +1,6 @@
 """A run with its uncertainty: N draws of the model, and an interval for every headline figure.
 
-`simapf run --uncertainty N` (`simapf.run(..., uncertainty=N)`) runs the scenario once with the fitted parameters (the point run,
+`simapf run --uncertainty N` (`simapf.run(..., uncertainty=N)`, `run` here) runs the scenario once with the fitted parameters (the point run,
 whose figures the summary reports as before) and N times more, each with a parameter set drawn
 from the calibration's uncertainty (`simapf.uncertainty.draws`), on the point run's random
 streams (its seed), on the sweep backends. Each headline figure (`simapf.uncertainty.figures`)
@@ -135,6 +135,21 @@ def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | Non
     return summary
 
 
+def run(scenario: Any, overrides: Any = (), progress: bool = False, uncertainty: int = 0, *,
+        workers: int | None = None, backend: str | None = None, dask: str | None = None) -> Any:  # fmt: skip
+    """`simapf.run`: run a scenario (a loaded one, a Scenario, a dict or a file path) and return
+    its Result (`simapf.runner.run`); with `uncertainty` = N > 0, also N parameter draws (on
+    `workers` local processes, or `backend`/`dask` as for sweeps), and every headline figure of
+    the summary with its interval."""
+    from simapf.runner import Simulation, load
+
+    loaded = load(scenario, overrides)
+    result = Simulation(loaded).run(progress=progress)
+    if uncertainty:
+        add_uncertainty(result, loaded, uncertainty, workers=workers, backend=backend, dask=dask, progress=progress)
+    return result
+
+
 def add_uncertainty(result: Any, loaded: Any, n: int, *, workers: int | None = None, backend: str | None = None,
                     dask: str | None = None, progress: bool = False) -> Any:  # fmt: skip
     """`result` (the point run of `loaded`) with every headline figure's interval from `n` draws."""
@@ -152,4 +167,4 @@ def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, di
             yield fig, got
 
 
-__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval"]
+__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval", "run"]

@@ -74,7 +74,32 @@ def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
         check_output_directory(Path(out_dir), kind, force)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """The command line: click's usage errors (an unknown option, a value of the wrong type) end
+    in one line and exit status 2, as every other bad input does, instead of a usage block."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs.pop("standalone_mode", None)
+        kwargs["prog_name"] = "simapf"  # however it was started (python -m, a test's runner)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as err:
+            click.echo(err.ctx.get_help() if err.ctx is not None else err.format_message(), err=True)
+            sys.exit(2)
+        except click.UsageError as err:
+            where = f"{err.ctx.command_path}: " if err.ctx is not None else ""
+            click.echo(f"simapf: error: {where}{err.format_message()}", err=True)
+            sys.exit(2)
+        except click.ClickException as err:
+            click.echo(f"simapf: error: {err.format_message()}", err=True)
+            sys.exit(2)
+        except click.exceptions.Abort:
+            click.echo("simapf: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="simapf")
 @click.option("--debug", is_flag=True,
               help="After an error raised in your own code (a policy module), show its traceback.")
@@ -198,7 +223,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     outage, first with informers that LIST, then again after they switch to WatchList.
     """
     from simapf.files import json_text
-    from simapf.runner import run
+    from simapf.uncertainty.intervals import run
     from simapf.scenario import default_scenario_path, load_scenario
     from simapf.summary_text import format_summary
 

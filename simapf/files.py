@@ -33,7 +33,8 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB" if n >= 2**10 else f"{n} bytes"
 
 
-def _not_regular(mode: int) -> str:
+def not_regular(mode: int) -> str:
+    """What a path of this `st_mode` is, when it is not a regular file: "is a directory", ..."""
     if stat.S_ISDIR(mode):
         return "is a directory"
     kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
@@ -58,7 +59,7 @@ def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, what: str = "an input fi
     if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
         os.close(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{path}: {_not_regular(st.st_mode)}")
+            raise ConfigError(f"{path}: {not_regular(st.st_mode)}")
         raise _too_large(path, st.st_size, limit, what)
     with os.fdopen(fd, "rb") as fh:
         try:
@@ -191,7 +192,8 @@ def load_yaml(text: str, where: str, all_documents: bool = False) -> Any:
     except RecursionError:
         raise _too_deep(where) from None
     check_yaml_size(data, where)
-    check_text(data, where)
+    # Paths as the objects' own errors name them: spec.x of a single document, documents[1].x
+    check_text(data[0] if all_documents and len(data) == 1 else {"documents": data} if all_documents else data, where)
     return data
 
 

@@ -44,7 +44,7 @@ import yaml
 from simapf.apf.config import parse_objects
 from simapf.apf.objects import LIST_KINDS, APFObjects
 from simapf.errors import ConfigError
-from simapf.files import MAX_METRICS_BYTES, MAX_TEXT_BYTES, MAX_YAML_BYTES, read_bytes, write_files_together
+from simapf.files import MAX_METRICS_BYTES, MAX_TEXT_BYTES, MAX_YAML_BYTES, not_regular, read_bytes, write_files_together
 
 DEFAULT_OBJECT_BYTES = 4096
 MIN_RATE_PER_S = 0.01  # request classes rarer than this are left out
@@ -138,7 +138,7 @@ def _artefact_paths(folder: Path) -> dict[str, Path]:
         if not path.exists():
             raise ConfigError(f"{folder}: no {n} here (collect it with `{ARTEFACTS[n]}`)")
         if not path.is_file():
-            raise ConfigError(f"{path}: is not a file (collect it with `{ARTEFACTS[n]}`)")
+            raise ConfigError(f"{path}: {not_regular(path.stat().st_mode)} (collect it with `{ARTEFACTS[n]}`)")
     return paths
 
 

@@ -193,14 +193,14 @@ def run_with_nan(monkeypatch):
     """`simapf run` whose summary holds a NaN and an infinity, as a statistic over nothing would."""
     import simapf.runner
 
-    real = simapf.runner.run
+    real = simapf.runner.collect
 
-    def run(*args, **kwargs):
+    def collect(*args, **kwargs):
         result = real(*args, **kwargs)
         result.summary["made_up"] = {"mean_s": math.nan, "p99_s": np.float64(math.inf)}
         return result
 
-    monkeypatch.setattr(simapf.runner, "run", run)
+    monkeypatch.setattr(simapf.runner, "collect", collect)
 
 
 def test_run_json_and_summary_json_are_strict_json(run_with_nan, tmp_path):

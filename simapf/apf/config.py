@@ -34,7 +34,7 @@ from simapf.apf.objects import (
 )
 from simapf.apf.validation import Problems, validate_flow_schema, validate_priority_level
 from simapf.errors import ConfigError
-from simapf.files import MAX_YAML_BYTES, check_text, load_yaml, read_text
+from simapf.files import MAX_YAML_BYTES, load_yaml, read_text
 from simapf.messages import describe
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,6 @@ def load_objects(source: str | os.PathLike[str]) -> APFObjects:
 def parse_objects(text: str, source_name: str | None = None) -> APFObjects:
     """Parse YAML text holding APF objects; `source_name` prefixes error messages."""
     documents = load_yaml(text, source_name or "<APF objects>", all_documents=True)
-    # Paths as the objects' own errors name them: items[0]..., or documents[1].items[0]...
-    check_text(documents[0] if len(documents) == 1 else {"documents": documents}, source_name or "<APF objects>")
     return objects_from_data(documents, source_name=source_name, multi_document=True)
 
 

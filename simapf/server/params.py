@@ -95,7 +95,7 @@ class _Params(BaseModel):
 
 class CpuParams(_Params):
     cores: Cores = Field(
-        16.0, gt=0, le=MAX_CORES,
+        16.0, gt=0,
         description="CPU cores of the apiserver's machine or container (the seed experiment: 16); from 0.001 (1m) to 4096.",
     )
     usable_cores: Cores | None = Field(

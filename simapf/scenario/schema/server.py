@@ -160,7 +160,7 @@ class Apiserver(StrictModel):
     )
 
     cores: Cores = Field(
-        16.0, gt=0, le=MAX_CORES,
+        16.0, gt=0,
         description=(
             "CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes "
             "them (8000m). From 1m, the smallest CPU quantity Kubernetes gives, to 4096 (simapf holds a processor-sharing slot per core)."

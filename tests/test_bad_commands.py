@@ -71,7 +71,7 @@ def _subcommand(args: list[str]) -> str:
 def test_the_corpus_reaches_every_subcommand():
     assert len(CASES) >= MIN_CASES, len(CASES)
     reached = {_subcommand(c["args"]) for c in CASES.values()}
-    assert reached == SUBCOMMANDS, sorted(SUBCOMMANDS ^ reached)
+    assert SUBCOMMANDS <= reached, sorted(SUBCOMMANDS - reached)  # (and a command that does not exist)
 
 
 def _setup(folder: Path, steps: list[dict], run_dir: Path) -> None:

@@ -96,3 +96,13 @@ def test_building_a_run_does_not_reach_back_into_loading():
     assert imported == {"LoadedScenario", "load_scenario"}
     for module in ("simapf.workload.events", "simapf.collect", "simapf.result", "simapf.figures"):
         assert "simapf.runner" not in graph[module], module
+
+
+def test_every_module_imports():
+    # The fast suite reaches every module at least this far, even those only slow checks run
+    # (the compiled core's builder, the calibration report): a module that no longer imports
+    # fails here, not first in CI's long checks.
+    import importlib
+
+    for name in sorted(import_graph()):
+        importlib.import_module(name)

@@ -2,7 +2,7 @@
 for every request, keeps every replica's RSS at or under its limit, never counts more client
 connections than there are client instances, and gives the same summary twice.
 
-Slow: 1,000 scenarios of 5 to 30 simulated seconds (CI runs it; `-m 'not slow'` skips it).
+Slow: 1,000 scenarios of 5 to 30 simulated seconds (`pytest -m slow` and CI run it).
 """
 
 from __future__ import annotations

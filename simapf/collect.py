@@ -16,7 +16,7 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.observe import LABELS, RECORD_FIELDS, Recorder
+from simapf.observe import LABELS, RECORD_FIELDS, Recorder, scraped_peak
 from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
@@ -184,7 +184,8 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             "peak_rss_bytes_until_next_event": (
                 rec.true_peaks(from_ns=int(e.at_s * NS_PER_S), until_ns=int(nxt * NS_PER_S))[0]
                 if e.at_s < duration else None),
-            "scraped_peak_rss_bytes_until_next_event": float(window.max()) if len(window) else None,
+            "scraped_peak_rss_bytes_until_next_event": (
+                scraped_peak(window.to_numpy(), sc.run.scrape_interval_s, None) if len(window) else None),
             "oom_kills_until_next_event": len(kills),
         })  # fmt: skip
 

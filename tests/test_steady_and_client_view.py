@@ -94,7 +94,7 @@ def test_the_steady_state_peak_leaves_the_start_up_transient_out(storm):
     rss = storm.metric("process_resident_memory_bytes")
     heap = storm.metric("go_memstats_heap_inuse_bytes")
     window = rss[rss.index >= 60.0]
-    assert rss.idxmax() < 10.0  # the start-up LIST storm is the run's peak ...
+    assert rss.idxmax() <= 30.0  # the start-up (the LIST storm, the readers' ramp) holds the run's peak ...
     assert m["peak_rss_steady_bytes"] < m["peak_rss_bytes"]  # ... and the steady state's is lower
     # The scraped peaks are the highest scrape; the true ones, followed by the model, at least that.
     assert m["scraped_peak_rss_steady_bytes"] == window.max()

@@ -33,7 +33,7 @@ import numpy as np
 
 from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws, draw_parameters
 from simapf.uncertainty.figures import Figure, headline_figures
-from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, load_pool, regime_of
+from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, conformal, load_pool, regime_of
 
 
 def drawn_scenario(data: dict[str, Any], params: Any, draws: ParameterDraws, d: int) -> dict[str, Any]:
@@ -106,11 +106,11 @@ def interval(point: float, drawn: Iterable[float], error: Band | NoBand, level: 
     params = (float(np.quantile(values, alpha / 2)), float(np.quantile(values, 1 - alpha / 2)))
     if isinstance(error, NoBand):
         return Interval(params[0], params[1], params, len(values), error)
-    moved = np.sort(error.measured(values))
-    k = len(moved)
-    lo = moved[max(0, math.floor((k + 1) * alpha / 2) - 1)]
-    hi = moved[min(k - 1, math.ceil((k + 1) * (1 - alpha / 2)) - 1)]
-    return Interval(float(lo), float(hi), params, len(values), error)
+    # The measurements every run implies under every residual: their conformal quantiles (a band
+    # has enough residuals for them, so their mixture has too).
+    moved = error.measured(values)
+    lo, hi = conformal(moved, level) or (float(moved.min()), float(moved.max()))
+    return Interval(lo, hi, params, len(values), error)
 
 
 def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | None = None,

@@ -217,3 +217,16 @@ def test_the_tables_units_and_help_texts_follow_their_sources():
         kubernetes = series.startswith(("apiserver_", "aggregator_"))
         assert re.match(r"\[(ALPHA|BETA|STABLE)\] ", family.help) or not kubernetes, series
 
+
+def test_the_metadata_the_docs_quote_is_the_tables():
+    from pathlib import Path
+
+    from simapf.metric_help import FAMILIES, family_name
+
+    quoted = _metadata((Path(__file__).resolve().parents[1] / "docs" / "tutorial.md").read_text())
+    assert quoted
+    by_family = {family_name(series, f): f for series, f in FAMILIES.items()}
+    for name, meta in quoted.items():
+        family = by_family[name]
+        assert meta.get("HELP", family.help) == family.help and meta.get("TYPE", family.type) == family.type, name
+        assert meta.get("UNIT", family.unit) == family.unit, name

@@ -1,10 +1,11 @@
 """`simapf export RUN_DIR`: a run's results in the formats the monitoring stack reads.
 
 - `openmetrics`: every series of `series.parquet` as an OpenMetrics text file, one timestamped
-  sample per scrape (`*_total` metrics as counters, the rest as gauges), and the latency
-  histograms of `histograms.parquet` (upstream's names, labels and buckets), written with
-  prometheus-client's OpenMetrics exposition, so `promtool tsdb create-blocks-from openmetrics`
-  can load a run into Prometheus and Grafana show it beside a real cluster. Timestamps are the
+  sample per scrape, and the latency histograms of `histograms.parquet` (upstream's names,
+  labels and buckets), each family with the type, unit and help text kube-apiserver gives it
+  (`simapf.metric_help`), written with prometheus-client's OpenMetrics exposition, so `promtool
+  tsdb create-blocks-from openmetrics` can load a run into Prometheus and a Grafana dashboard
+  built for a real cluster show it (`examples/grafana`). Timestamps are the
   simulated seconds plus `start_unix_s` (0 by default: the run starts at the Unix epoch; give a
   wall-clock start to lay it over real data).
 - `perfdata`: clusterloader2's PerfData JSON (`version`, `dataItems` of `data` {Perc50, Perc90,
@@ -28,6 +29,7 @@ from simapf.errors import ConfigError
 from simapf.files import OUTPUT_MARKER, changed_since_written, check_output_file, json_text, read_output_marker
 from simapf.histograms import LABELS as HISTOGRAM_LABELS
 from simapf.histograms import UPSTREAM_VERBS
+from simapf.metric_help import Family, family_name, family_of
 from simapf.observe import LABELS
 
 FORMATS = ("openmetrics", "perfdata")
@@ -174,20 +176,27 @@ def _check_start(start_unix_s: float) -> None:
         raise ConfigError(f"--start {start_unix_s}: must be a finite number of Unix seconds")
 
 
-def _families(series: pd.DataFrame, start_unix_s: float) -> Iterator:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+def _family(metric: str, fallback_type: str):
+    """An empty family for the run's series or histogram `metric`, with its type, unit and help
+    text from simapf.metric_help (upstream's, for upstream's metrics). A name simapf does not
+    describe (a run of another simapf version) keeps `fallback_type` and says so in its help."""
+    from prometheus_client.core import Metric
 
+    family = family_of(metric) or Family(fallback_type, f"simapf: {metric} (no description in this simapf version)")
+    return Metric(family_name(metric, family), family.help, family.type, family.unit)
+
+
+def _families(series: pd.DataFrame, start_unix_s: float) -> Iterator:
     labels = [c for c in LABELS if c in series.columns]
     for metric, rows in series.groupby("metric", sort=True):
+        metric = str(metric)
         used = [c for c in labels if rows[c].fillna("").astype(str).ne("").any()]
-        counter = str(metric).endswith("_total")
-        name = str(metric)[: -len("_total")] if counter else str(metric)
-        family = (CounterMetricFamily if counter else GaugeMetricFamily)(name, f"simapf: {metric}", labels=used)
+        family = _family(metric, "counter" if metric.endswith("_total") else "gauge")
         keyed = rows.assign(**{c: rows[c].fillna("").astype(str) for c in used})
         for key, part in keyed.groupby(used, sort=True) if used else [((), keyed)]:
-            values = [str(k) for k in (key if isinstance(key, tuple) else (key,))] if used else []
+            values = dict(zip(used, (str(k) for k in (key if isinstance(key, tuple) else (key,))))) if used else {}
             for t, v in zip(part["time_s"].to_numpy(), part["value"].to_numpy()):
-                family.add_metric(values, float(v), timestamp=round(start_unix_s + float(t), 3))
+                family.add_sample(metric, values, float(v), timestamp=round(start_unix_s + float(t), 3))
         yield family
 
 
@@ -232,7 +241,8 @@ def _histogram_families(hist: pd.DataFrame, start_unix_s: float, path: Path) -> 
         samples.append(([cells[c][i] for c in used], buckets, values[j], round(start_unix_s + times[i], 3)))
     for name in sorted(families):
         used, samples = families[name]
-        family = HistogramMetricFamily(name, f"simapf: {name}", labels=used)
+        described = _family(name, "histogram")
+        family = HistogramMetricFamily(described.name, described.documentation, labels=used, unit=described.unit)
         for label_values, buckets, total, t in sorted(samples, key=lambda x: (x[0], x[3])):
             try:
                 family.add_metric(label_values, buckets, sum_value=total, timestamp=t)

@@ -4,6 +4,7 @@ as clusterloader2's PerfData JSON (checked against the shape CL2 writes)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -160,3 +161,72 @@ def test_apf_counters_carry_the_flow_schema_label(run_dir, tmp_path):
     dispatched = families["apiserver_flowcontrol_dispatched_requests"]
     assert {s.labels["flow_schema"] for s in dispatched.samples} == {"global-default"}
     assert {s.labels["priority_level"] for s in dispatched.samples} == {"global-default"}
+
+
+def _metadata(text: str) -> dict[str, dict[str, str]]:
+    """Per family of an OpenMetrics text, its HELP, TYPE and UNIT as written."""
+    meta: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        if line.startswith(("# HELP ", "# TYPE ", "# UNIT ")):
+            _, key, name, *rest = line.split(" ", 3)
+            meta.setdefault(name, {})[key] = rest[0] if rest else ""
+    return meta
+
+
+def test_every_family_has_the_type_unit_and_help_text_of_the_table(run_dir, tmp_path):
+    from simapf.metric_help import FAMILIES, family_name
+
+    out, _ = run_dir
+    meta = _metadata(_export(out, tmp_path))
+    by_family = {family_name(series, f): f for series, f in FAMILIES.items()}
+    assert set(meta) <= set(by_family), set(meta) - set(by_family)
+    for name, written in meta.items():
+        family = by_family[name]
+        assert written["HELP"] == family.help.replace("\\", "\\\\"), name
+        assert written["TYPE"] == family.type, name
+        assert written.get("UNIT", "") == family.unit, name
+    assert "apiserver_request_duration_seconds" in meta and "process_resident_memory_bytes" in meta
+
+
+def test_every_metric_a_run_records_is_in_the_table():
+    """What simapf.observe and simapf.histograms can write, found in their source: a metric
+    without a help text would reach the export with none."""
+    import inspect
+
+    from simapf import observe
+    from simapf.histograms import SPECS
+    from simapf.metric_help import FAMILIES
+
+    recorded = set(re.findall(r'\badd\(t, "([a-z_:0-9]+)"', inspect.getsource(observe)))
+    assert {"up", "apiserver_request_total", "simapf_client_connections"} <= recorded  # the search finds them
+    missing = (recorded | {s.name for s in SPECS}) - set(FAMILIES)
+    assert not missing, missing
+
+
+def test_the_tables_units_and_help_texts_follow_their_sources():
+    from simapf.metric_help import FAMILIES, family_name
+
+    for series, family in FAMILIES.items():
+        assert family.type in ("counter", "gauge", "histogram", "summary", "unknown"), series
+        if family.type == "counter":
+            assert series.endswith("_total"), series
+        if family.unit:  # OpenMetrics: a family's name ends with its unit
+            assert family_name(series, family).endswith("_" + family.unit), series
+        ours = series.startswith("simapf_") or series == "up"
+        assert family.help.startswith("simapf: ") == ours, series
+        kubernetes = series.startswith(("apiserver_", "aggregator_"))
+        assert re.match(r"\[(ALPHA|BETA|STABLE)\] ", family.help) or not kubernetes, series
+
+
+def test_the_metadata_the_docs_quote_is_the_tables():
+    from pathlib import Path
+
+    from simapf.metric_help import FAMILIES, family_name
+
+    quoted = _metadata((Path(__file__).resolve().parents[1] / "docs" / "tutorial.md").read_text())
+    assert quoted
+    by_family = {family_name(series, f): f for series, f in FAMILIES.items()}
+    for name, meta in quoted.items():
+        family = by_family[name]
+        assert meta.get("HELP", family.help) == family.help and meta.get("TYPE", family.type) == family.type, name
+        assert meta.get("UNIT", family.unit) == family.unit, name

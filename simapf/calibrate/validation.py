@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +61,15 @@ UNITS: dict[str, float] = {
     "1/s": 1.0,
 }
 
-ROW_FIELDS = {"id", "source", "scenario", "overrides", "quantity", "args", "numerator", "denominator",
+ROW_FIELDS = {"id", "source", "scenario", "harness", "overrides", "quantity", "args", "numerator", "denominator",
               "measured", "unit", "tolerance", "why", "setup", "known_wrong"}  # fmt: skip
-REQUIRED = ("id", "source", "scenario", "quantity", "measured", "unit", "tolerance", "why")
+REQUIRED = ("id", "source", "quantity", "measured", "unit", "tolerance", "why")
+# A row of the calibration's own harness (#132233's LIST experiment, other rows than those
+# fitted) names its cell instead of a scenario file: it runs the scenario the calibration runs
+# for such a cell (`simapf.calibrate.scenario.scenario_for`, with the shipped set-up), so the
+# two can never drift apart.
+HARNESS_FIELDS = {"source", "response_bytes", "objects", "qps", "seats"}
+HARNESS = "harness:"
 
 
 # ------------------------------------------------------------------------------ tolerance
@@ -399,7 +406,13 @@ def load_table(path: str | Path = TABLE) -> list[dict[str, Any]]:
                     raise ConfigError(f"{where}.{part}: {{row: id}} or {{quantity, args, overrides}} expected")
                 if "quantity" in p and p["quantity"] not in EXTRACTORS:
                     raise ConfigError(f"{where}.{part}.quantity: {p['quantity']!r} is not an extractor")
-        if not (path.parent / r["scenario"]).is_file():
+        if ("scenario" in r) == ("harness" in r):
+            raise ConfigError(f"{where}: give a scenario file or a harness cell, one of them")
+        if "harness" in r:
+            h = r["harness"]
+            if not isinstance(h, dict) or set(h) != HARNESS_FIELDS or h["source"] not in ("etcd", "cache"):
+                raise ConfigError(f"{where}.harness: {{{', '.join(sorted(HARNESS_FIELDS))}}} expected, source etcd or cache")
+        elif not (path.parent / r["scenario"]).is_file():
             raise ConfigError(f"{where}.scenario: no file {r['scenario']}")
     ids = {r["id"] for r in rows}
     for r in rows:
@@ -421,7 +434,30 @@ def _reading(spec: dict, extra: dict | None = None) -> Reading:
     over.update(extra.get("overrides") or {})
     quantity = extra.get("quantity", spec["quantity"])
     args = extra.get("args", spec.get("args") if "quantity" not in extra else None) or {}
-    return Reading(spec["scenario"], _json(over), quantity, _json(args))
+    where = HARNESS + _json(spec["harness"]) if "harness" in spec else spec["scenario"]
+    return Reading(where, _json(over), quantity, _json(args))
+
+
+def harness_scenario(harness: dict[str, Any]) -> dict[str, Any]:
+    """The scenario the calibration runs for a harness row's cell (`simapf.calibrate.scenario`)."""
+    from simapf.calibrate.data import Cell, Row
+    from simapf.calibrate.scenario import scenario_for
+
+    # Its own random streams: an index no fitted row has, the same for the same cell on any machine.
+    index = zlib.crc32(_json(harness).encode())
+    row = Row(index=index, source=harness["source"], response_bytes=float(harness["response_bytes"]),
+              object_count=int(harness["objects"]), qps=float(harness["qps"]), load="max", cpu_percent=math.nan,
+              mem_mb=((int(harness["seats"]), None),))  # fmt: skip
+    return scenario_for(Cell(row, int(harness["seats"])))
+
+
+def _load(scenario: str, base: str, over: dict[str, Any]):
+    """A table run's scenario: a file of the table's folder, or a harness cell's."""
+    import simapf
+
+    if scenario.startswith(HARNESS):
+        return simapf.load_scenario(harness_scenario(json.loads(scenario[len(HARNESS):])), over, base_dir=base)
+    return simapf.load_scenario(Path(base) / scenario, over)
 
 
 def _build(rows: list[dict]) -> dict[str, Row]:
@@ -464,10 +500,10 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
 
     start = time.perf_counter()
     over = json.loads(overrides)
-    loaded = simapf.load_scenario(Path(base) / scenario, over)
+    loaded = _load(scenario, base, over)
     if seed_offset:
         over["run.seed"] = loaded.scenario.run.seed + seed_offset
-        loaded = simapf.load_scenario(Path(base) / scenario, over)
+        loaded = _load(scenario, base, over)
     if draws is not None:
         data = drawn_scenario(loaded.scenario.model_dump(mode="json"), loaded.params, draws, draw)
         loaded = simapf.load_scenario(data, base_dir=loaded.base_dir)
@@ -485,7 +521,8 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
 def _cost_hint(scenario: str, base: Path) -> float:
     """Rough cost of a run for scheduling (longest first): simulated seconds x client instances."""
     try:
-        data = read_yaml(base / scenario)
+        data = harness_scenario(json.loads(scenario[len(HARNESS):])) if scenario.startswith(HARNESS) \
+            else read_yaml(base / scenario)
         n = sum(int(c.get("count", 1)) for c in data.get("clients") or []) or 1
         return float((data.get("run") or {}).get("duration_s", 300)) * n
     except Exception:  # noqa: BLE001 - only an ordering hint
@@ -577,7 +614,7 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
                 "within": row.tolerance.within(predicted, measured),
                 "known_wrong": spec.get("known_wrong"),
                 "setup": spec.get("setup", ""),
-                "scenario": spec["scenario"],
+                "scenario": spec.get("scenario", "the calibration's harness"),
                 "overrides": spec.get("overrides") or {},
                 "path": where.path, "size": where.size, "overloaded": where.overloaded,
                 **({"draw": d} if draws is not None else {}),

@@ -46,14 +46,14 @@ def test_every_scenario_file_loads_with_its_rows_overrides():
             over = dict(r.get("overrides") or {})
             if part and "row" not in part:
                 over.update(part.get("overrides") or {})
-            runs.add((r["scenario"], json.dumps(over, sort_keys=True)))
+            runs.add((v._reading(r).scenario, json.dumps(over, sort_keys=True)))
     for scenario, over in sorted(runs):
-        loaded = simapf.load_scenario(v.VALIDATION_DIR / scenario, json.loads(over))
+        loaded = v._load(scenario, str(v.VALIDATION_DIR), json.loads(over))
         assert loaded.scenario.run.duration_s > 0
 
 
 def test_every_scenario_file_is_used_and_has_a_header():
-    used = {r["scenario"] for r in ROWS}
+    used = {r["scenario"] for r in ROWS if "scenario" in r}
     for path in sorted((v.VALIDATION_DIR / "scenarios").glob("*.yaml")):
         rel = f"scenarios/{path.name}"
         assert rel in used, f"{rel} is not used by any row"
@@ -141,32 +141,23 @@ def test_table_as_a_whole(table):
     assert s["worst_fold"] <= 3.0, s
 
 
-@pytest.mark.parametrize("name", ["issue132233-etcd-100MB-100-objects", "issue132233-etcd-100MB-100k-objects"])
-def test_the_calibration_harness_scenarios_run_as_long_as_its_cells(name):
-    """#132233's 100 MB rows ran on the fitted rows' harness: they are read after the same
-    warm-up for the same window (docs/validation.md says so, and the report checks the choice)."""
+def test_the_harness_rows_run_the_calibrations_scenario_for_their_cell():
+    """#132233's rows other than the fitted ones run exactly what the calibration runs for a cell
+    of theirs: the same scenario, warm-up, window and load generator, and a seed of their own."""
     from simapf.calibrate.experiment import ExperimentSetup
 
     setup = ExperimentSetup()
-    run = simapf.load_scenario(v.VALIDATION_DIR / "scenarios" / f"{name}.yaml").scenario.run
-    assert run.steady_state_from_s == setup.warmup_s
-    assert run.duration_s == setup.warmup_s + setup.window_s
-
-
-def test_the_same_tables_smaller_rows_run_as_long_as_a_cell_at_their_qps():
-    """The rows of #132233's table above its 100 MB ones set their QPS by override; each is read
-    after the warm-up and for the window the calibration gives a cell at that QPS."""
-    from simapf.calibrate.experiment import ExperimentSetup
-
-    setup = ExperimentSetup()
-    rows = [r for r in ROWS if r["source"] == "issue132233-etcd-table-100KB-10MB"]
-    assert len(rows) == 55
+    rows = [r for r in ROWS if "harness" in r]
+    assert {r["source"] for r in rows} == {"issue132233-etcd-table-100KB-10MB", "issue132233-etcd-100MB-100k-objects",
+                                          "issue132233-etcd-100MB-100-objects"}  # fmt: skip
+    assert len(rows) == 67
     for r in rows:
-        run = simapf.load_scenario(v.VALIDATION_DIR / r["scenario"], r["overrides"]).scenario
-        instances = next(e.to_count for e in run.events if e.kind == "ramp")
-        qps = run.clients[0].rate_per_s * instances
-        assert run.run.steady_state_from_s == pytest.approx(setup.warmup_for(qps), abs=1e-6), r["id"]
-        assert run.run.duration_s == pytest.approx(setup.warmup_for(qps) + setup.window_for(qps), abs=1e-6), r["id"]
+        h = r["harness"]
+        run = v._load(v._reading(r).scenario, str(v.VALIDATION_DIR), {}).scenario
+        assert run == simapf.load_scenario(v.harness_scenario(h)).scenario, r["id"]
+        assert run.run.steady_state_from_s == pytest.approx(setup.warmup_for(h["qps"])), r["id"]
+        assert run.clients[0].ramp_up_s == setup.ramp_s and run.clients[0].rate_per_s == h["qps"], r["id"]
+        assert run.apf.estimator.list_params == {"seats": h["seats"]}, r["id"]
 
 
 @pytest.mark.parametrize("name", ["kep3157-list-informers", "kep3157-watchlist-informers"])

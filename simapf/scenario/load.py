@@ -33,6 +33,7 @@ from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario import work
 from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
+from simapf.server.cache_index import INITIAL_EVENTS_BY_KEY_RELEASE, SCOPE_PARTITION_RELEASE
 from simapf.server.params import CpuParams, ServerParams, parse_bytes
 
 
@@ -420,7 +421,10 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     # fresh buffer, not a pooled one (kubernetes#139350); before 1.25 it was built with a Go (1.18 or
     # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched;
     # from 1.27 to 1.31 a LIST from the watch cache sorted all its objects (kubernetes#113730), and
-    # in 1.30 and 1.31 a WatchList its initial events (kubernetes#120897).
+    # in 1.30 and 1.31 a WatchList its initial events (kubernetes#120897); before 1.27 the watch cache
+    # handed every event to every watcher without a trigger value (kubernetes#115918), and before 1.31
+    # it built a watch's initial events from every object even when its selector named one
+    # (simapf.server.cache_index).
     sorted_cache = not sc.version_before(1, 27) and sc.version_before(1, 32)
     sorted_events = not sc.version_before(1, 30) and sc.version_before(1, 32)
     for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
@@ -429,7 +433,9 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
                         (["request_cpu", "watchlist_events_sorted"], sorted_events),
                         (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
                         (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed"),
-                        (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37))):  # fmt: skip
+                        (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37)),
+                        (["watch_cache", "watchers_partitioned_by_scope"], not sc.version_before(*SCOPE_PARTITION_RELEASE)),
+                        (["watch_cache", "initial_events_by_key"], not sc.version_before(*INITIAL_EVENTS_BY_KEY_RELEASE))):  # fmt: skip
         if not _has_path(data, keys) and isinstance(data.get(keys[0], {}), dict):
             data = _merge(data, {keys[0]: {keys[1]: value}})
     try:

@@ -193,6 +193,24 @@ class WatchCacheParams(_Params):
     per_object_overhead_bytes: Bytes = Field(
         300.0, description="Cache entry, key and index bytes per cached object. Hypothesis."
     )
+    watchers_partitioned_by_scope: bool = Field(
+        True,
+        description=(
+            "Whether the cacher hands an event only to the watchers scoped to its object's namespace and name "
+            "(kubernetes#115918, 1.27: `startDispatching` over `allWatchers[namespacedName]`). Off: a watcher "
+            "with no trigger value is handed every event of its resource and drops the rest itself, as "
+            "before 1.27 (simapf.server.cache_index). A scenario's kubernetes.version before 1.27 sets false."
+        ),
+    )
+    initial_events_by_key: bool = Field(
+        True,
+        description=(
+            "Whether a watch whose field selector pins metadata.name builds its initial events from that "
+            "object's key alone (k8s.io/apiserver 1.31, watch_cache.go `getAllEventsSinceLocked` with "
+            "`MatchesSingle`); off: from every object the cache holds, as before 1.31. A scenario's "
+            "kubernetes.version before 1.31 sets false."
+        ),
+    )
 
 
 class EtcdParams(_Params):
@@ -393,6 +411,16 @@ class RequestCpuParams(_Params):
         ),
     )
     watch_event_core_s_per_object: Seconds = Field(2e-6, ge=0, description="Per initial event of a WatchList stream (event wrapping, flush). Hypothesis.")
+    watch_filter_core_s_per_event: Seconds = Field(
+        1e-6,
+        ge=0,
+        description=(
+            "Per event the cacher hands to a watcher whose filter then drops it: no trigger value or scope "
+            "sent it elsewhere (simapf.server.cache_index), so it reaches the watcher's input channel and "
+            "goroutine, which matches the object's fields and labels against the selector. Hypothesis: "
+            "`cache_core_s_per_object`'s prior, the same filter a LIST from the cache applies per object."
+        ),
+    )
     refill_core_s_per_object: Seconds = Field(2e-6, ge=0, description="Watch-cache insertion per object while a cache refills. Hypothesis.")
 
 

@@ -11,11 +11,13 @@ that asks for history the replica's watch cache does not have, and 429 while a w
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Final
+from typing import Callable, Final, NamedTuple
 
 from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.environment import Environment
+from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
+                                       watch_trigger)  # fmt: skip
 from simapf.server.costs import encode_cost, watch_buffer_copies
 from simapf.server.network import Link
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath, plan_request
@@ -34,11 +36,20 @@ Done = Callable[[ServerRequest], None]
 Position = tuple[int, int, int]
 
 
+class Selected(NamedTuple):
+    """The most objects a field selector can match, pinning an indexed field or an object's name:
+    `by` "index" (a watch-cache index holds them) or "key" (the object's own key)."""
+
+    objects: int
+    bytes: float
+    by: str
+
+
 class OpenWatch:
     """A watch a replica is sending events to."""
 
     __slots__ = ("resource", "namespace", "share", "on_broken", "token", "open", "replica", "incarnation",
-                 "copies", "held")
+                 "copies", "held", "trigger", "by_node")
 
     def __init__(self, resource: str, namespace: str, share: float, on_broken: Callable[[str], None],
                  replica: int, incarnation: int, copies: int) -> None:  # fmt: skip
@@ -52,6 +63,10 @@ class OpenWatch:
         self.incarnation = incarnation
         self.copies = copies  # encode buffers it keeps (simapf.server.costs.watch_buffer_copies)
         self.held = 0.0  # bytes it holds on its replica: its goroutines and structures, its buffers
+        # The value the cacher dispatches its events by (a trigger's, or the name it is scoped to),
+        # and whether that value is a node's name; None: it is handed every event and filters them.
+        self.trigger: str | None = None
+        self.by_node = False
 
 
 class Cluster:
@@ -78,7 +93,11 @@ class Cluster:
             server.model.process.on_death.append(partial(self._server_died, i))
         self.params = servers[0].model.params
         self._event_cpu = self.params.request_cpu.watch_event_core_s_per_object
+        self._filter_cpu = self.params.request_cpu.watch_filter_core_s_per_event
         self._watch_bytes = self.params.request_memory.watch_held_bytes
+        self._scope_partitioned = self.params.watch_cache.watchers_partitioned_by_scope
+        self._events_by_key = self.params.watch_cache.initial_events_by_key
+        self._event_turns: dict[str, int] = {}  # writes so far per node-valued resource (their nodes)
 
     # ------------------------------------------------------------------ requests
 
@@ -162,7 +181,7 @@ class Cluster:
         # A request's cost follows from its class and the objects as they are now: computed once
         # per class and state (the objects' version), not per request.
         key = (attrs.verb, attrs.namespace, attrs.list_options, encoding, selectivity, page, object_bytes,
-               objs, objs.version, ready)  # fmt: skip
+               objs, objs.version, ready, self._nodes())  # fmt: skip
         cost = self._costs.get(key)
         if cost is None:
             if len(self._costs) >= COST_CACHE_LIMIT:
@@ -178,10 +197,16 @@ class Cluster:
         gates = self.params.features
         if verb == "list" or verb == "watch":
             opts = attrs.list_options
-            shape = self._list_shape(objs, attrs, enc, selectivity, page)
-            if verb == "watch" and not _replays_state(opts):
-                shape = ResponseShape(0.0, 0, enc)
-            return plan_request(verb, opts, shape, watch_cache_enabled=cached, cache_ready=ready, gates=gates)
+            replays = verb == "list" or _replays_state(opts)
+            cap = self._selectable(objs, attrs, selectivity) if replays and opts.field_selector else None
+            shape = ResponseShape(0.0, 0, enc)
+            if replays:
+                shape = self._list_shape(objs, attrs, enc, selectivity, page, cap)
+            cost = plan_request(verb, opts, shape, watch_cache_enabled=cached, cache_ready=ready, gates=gates)
+            if cost is not None and cap is not None and self._reads_only(cap, verb, cost.path):
+                shape = self._list_shape(objs, attrs, enc, selectivity, page, cap, narrowed=True)
+                cost = RequestCost(cost.path, shape, cost.streaming, cost.range_streamed)
+            return cost
         if verb == "get":
             size = objs.mean_size(attrs.namespace)
             rv = attrs.list_options.resource_version
@@ -194,14 +219,22 @@ class Cluster:
     def _key(self, attrs: RequestAttributes) -> str:
         return f"{attrs.resource}.{attrs.api_group}" if attrs.api_group else attrs.resource
 
-    def _list_shape(self, objs: ResourceObjects, attrs: RequestAttributes, enc: Encoding,
-                    selectivity: float, page: int) -> ResponseShape:  # fmt: skip
+    def _list_shape(self, objs: ResourceObjects, attrs: RequestAttributes, enc: Encoding, selectivity: float,
+                    page: int, cap: Selected | None = None, narrowed: bool = False) -> ResponseShape:  # fmt: skip
+        """What a LIST (or a watch's initial events) returns and reads. `cap`: the most objects its
+        field selector can match (`_selectable`); `narrowed`: the server reads only those."""
         n_all, b_all = objs.in_namespace(attrs.namespace)
         opts = attrs.list_options
         filtered = bool(opts.label_selector or opts.field_selector)
         share = selectivity if filtered else 1.0
         n = int(round(n_all * share))
         b = b_all * share
+        if cap is not None:
+            if n > cap.objects:
+                n, b = cap.objects, cap.bytes
+            if narrowed:
+                n_all, b_all = cap.objects, cap.bytes
+                share = n / n_all if n_all else 0.0
         limit = opts.limit
         if page >= 0 and limit > 0 and attrs.verb == "list" and opts.resource_version != "0":
             first = page * limit
@@ -222,8 +255,57 @@ class Cluster:
         n_all, _ = objs.in_namespace(attrs.namespace)
         opts = attrs.list_options
         n = n_all * (selectivity if (opts.label_selector or opts.field_selector) else 1.0)
+        cap = self._selectable(objs, attrs, selectivity) if opts.field_selector else None
+        if cap is not None:
+            n = min(n, cap.objects)
         limit = opts.limit
         return max(1, -(-int(round(n)) // limit)) if limit > 0 else 1
+
+    # ------------------------------------------------------------------ indexes
+
+    def _nodes(self) -> int | None:
+        """The cluster's Nodes: its core `nodes` resource's objects; None if it has none."""
+        objs = self.inventory.by_key.get(NODES)
+        return objs.total()[0] if objs is not None else None
+
+    def _selectable(self, objs: ResourceObjects, attrs: RequestAttributes, selectivity: float) -> Selected | None:
+        """The most objects `attrs`' field selector can match, where it pins an object's name
+        (one key, when the key can be built: a cluster-scoped resource or a namespaced request)
+        or a field a watch-cache index covers (that value's objects, cluster-wide); None otherwise."""
+        selector = attrs.list_options.field_selector
+        name = pinned_name(selector)
+        if name and (not objs.spec.namespaced or attrs.namespace):
+            n, b = objs.in_namespace(attrs.namespace)
+            exists = node_objects(n, name, n) if objs.key == NODES else min(n, 1)
+            return Selected(exists, b / n if exists else 0.0, "key")
+        found = list_index(objs.key, selector)
+        if found is None:
+            return None
+        row, value = found
+        n, b = objs.total()
+        nodes = self._nodes() if row.node_valued else None
+        if nodes is None:
+            # No nodes to deal the objects to: the index holds what the selector matches.
+            return Selected(int(round(n * selectivity)), b * selectivity, "index")
+        k = node_objects(n, value, nodes)
+        return Selected(k, b * k / n if n else 0.0, "index")
+
+    def _reads_only(self, cap: Selected, verb: str, path: ServingPath) -> bool:
+        """Whether the server reads only the objects `cap` counts: an object's key, for a LIST
+        on any path and for a watch's initial events from etcd or (from 1.31) the watch cache;
+        an index, for a LIST from the watch cache's current state."""
+        if cap.by == "key":
+            return verb == "list" or path is ServingPath.ETCD or self._events_by_key
+        return verb == "list" and path is ServingPath.CACHE
+
+    def _event_node(self, resource: str, nodes: int | None) -> str | None:
+        """The node whose object a write of `resource` changed: writes are dealt to the nodes in
+        turn, as objects are. None where no trigger dispatches by node, or there are no nodes."""
+        if not nodes or resource not in NODE_VALUED:
+            return None
+        turn = self._event_turns.get(resource, 0)
+        self._event_turns[resource] = turn + 1
+        return node_name(turn, nodes)
 
     # ------------------------------------------------------------------ watches
 
@@ -256,6 +338,9 @@ class Cluster:
         server = self.servers[rec.replica]
         copies = watch_buffer_copies(ENCODINGS[encoding])
         w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation, copies)
+        trigger = watch_trigger(w.resource, attrs.list_options.field_selector, self._scope_partitioned)
+        if trigger is not None:
+            w.by_node, w.trigger = trigger
         held = self._watch_bytes
         if initial_events and share > 0.0:
             held += copies * self.inventory.get(w.resource).largest_size(attrs.namespace)
@@ -317,26 +402,52 @@ class Cluster:
         """A write succeeded: its event goes to every watch that selects it, on every replica
         (each has its own watch cache, fed by etcd). A replica encodes the event once (the
         apiserver caches serializations) and writes it to each of its watchers. A watcher's
-        encode buffers grow to the event's size if it is the largest it has sent."""
+        encode buffers grow to the event's size if it is the largest it has sent.
+
+        The cacher hands the event to the watchers of its namespace (from 1.27; of every
+        namespace before) that no trigger value sends elsewhere, and to those whose trigger value
+        is the object's (simapf.server.cache_index): each of the first kind filters it and drops
+        what it does not select. A watcher selecting a share of the objects receives that share
+        of each event; one dispatched by node receives its node's events whole."""
         per_item, per_byte = encode_cost(self.params, encoding)
+        nodes = self._nodes()
+        node = self._event_node(resource, nodes)
         for i, by_resource in enumerate(self._watches):
             watches = by_resource.get(resource)
             model = self.servers[i].model
             if not watches or not model.up:
                 continue
             receivers = 0.0
+            dropped = 0.0  # watchers handed the event that filter it out
             grown = 0.0
             for w in watches:
-                if (not w.namespace or w.namespace == namespace) and w.share > 0.0:
-                    receivers += w.share
+                in_scope = not w.namespace or w.namespace == namespace
+                if w.trigger is not None:
+                    if not in_scope or (w.by_node and node is not None and w.trigger != node):
+                        continue
+                    share = min(1.0, w.share * nodes) if w.by_node and node is not None else w.share
+                elif in_scope:
+                    share = w.share
+                    if share < 1.0:
+                        dropped += 1.0 - share
+                else:
+                    if not self._scope_partitioned:
+                        dropped += 1.0
+                    continue
+                if share > 0.0:
+                    receivers += share
                     need = self._watch_bytes + w.copies * object_bytes
                     if need > w.held:
                         grown += need - w.held
                         w.held = need
             if receivers <= 0:
+                if dropped > 0 and self._filter_cpu > 0:
+                    model.cpu.add(self._filter_cpu * dropped, _nothing)
                 continue
             self.watch_events_total += receivers
             work = per_item + per_byte * object_bytes + self._event_cpu * receivers
+            if dropped > 0:
+                work += self._filter_cpu * dropped
             model.cpu.add(work, _nothing)
             # After the loop: holding may kill the process, which breaks these watches.
             model.hold(grown)

@@ -64,13 +64,18 @@ class ListOptionsSpec(StrictModel):
     field_selector: str = Field(
         "",
         description=(
-            "fieldSelector, e.g. 'spec.nodeName=node-3'. Only whether one is set matters: selectivity says "
-            "how much matches."
+            "fieldSelector, e.g. 'spec.nodeName=node-3'. selectivity says how much matches; what it pins "
+            "matters where the apiserver has an index or a key for it: Pods by spec.nodeName (from the watch "
+            "cache: the node's Pods only, the Nodes being the resource `nodes` named node-0, node-1, ...) and "
+            "any object by metadata.name (its key alone)."
         ),
     )
     selectivity: Number = Field(
         1.0, ge=0, le=1,
-        description="With selectors: the fraction of objects that match (the server reads all, returns this many; 0 = none match).",
+        description=(
+            "With selectors: the fraction of objects that match (0 = none match). The server reads every object "
+            "to filter them, except those an index or the object's key leaves out (field_selector)."
+        ),
     )
     send_initial_events: bool | None = Field(
         None,
@@ -429,7 +434,13 @@ class InformerClient(ClientBase):
     resource: str = Field(..., description="The resource watched (name, or name.group).")
     namespace: str | None = Field(None, description="A namespace, or null for all.")
     label_selector: str = Field("", description="labelSelector of list and watch.")
-    field_selector: str = Field("", description="fieldSelector, e.g. 'spec.nodeName=node-{i}' as a kubelet does.")
+    field_selector: str = Field(
+        "",
+        description=(
+            "fieldSelector, e.g. 'spec.nodeName=node-{i}' as a kubelet does: the watch is then handed only its "
+            "node's Pods' events (a trigger), and a LIST from the watch cache reads only its node's Pods (an index)."
+        ),
+    )
     selectivity: Number = Field(1.0, ge=0, le=1, description="With selectors: the fraction of objects that match (0 = none).")
     encoding: Encoding = Field("json", description="Encoding (client-go uses protobuf for built-in types).")
     list: ListSpec = Field(ListSpec(), description="How it lists.")

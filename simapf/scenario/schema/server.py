@@ -99,7 +99,8 @@ class Kubernetes(StrictModel):
             "between releases follows it where the scenario does not say: EtcdRangeStream (from 1.37), kubectl's "
             "discovery cache syncs (before 1.25), what a CRD costs the heap (before 1.25 and 1.28), how the Go "
             "runtime releases pages (before 1.21) and grows encode buffers (before 1.25), the watch cache's sort "
-            "of a LIST (1.27-1.31) and of a WatchList's initial events (1.30-1.31)."
+            "of a LIST (1.27-1.31) and of a WatchList's initial events (1.30-1.31), its watchers partitioned by "
+            "namespace and name (from 1.27) and a watch's initial events read from the named object's key (from 1.31)."
         ),
     )
     feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")

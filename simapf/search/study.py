@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.search.scores import Evaluation, better, largest, objective_value, violations
+from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
 from simapf.sweeps.measure import RunTask, bundle
@@ -136,12 +136,22 @@ def _finished(optuna, study) -> int:
     return sum(1 for t in done if t.state != TrialState.FAIL or "error" in t.user_attrs)
 
 
-def _best_feasible(optuna, study, loaded: LoadedOptimization) -> float | None:
-    best = None
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.user_attrs.get("feasible") and (best is None or better(loaded, t.value, best)):
-            best = t.value
-    return best
+def _best_feasible(optuna, study, loaded: LoadedOptimization) -> tuple[float, ...] | None:
+    """The rank (`scores.rank`) of the best feasible trial so far, None before there is one."""
+    ranks = [trial_rank(loaded, t) for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+             if t.user_attrs.get("feasible")]  # fmt: skip
+    return min(ranks, default=None)
+
+
+def trial_rank(loaded: LoadedOptimization, trial) -> tuple[float, ...]:
+    """A finished trial's rank, from what it recorded (a missing worst case ranks last)."""
+    attrs = trial.user_attrs
+    decisive = [_number(attrs.get(f"worst:{c.metric}")) for c in loaded.spec.constraints]
+    return rank(loaded, trial.value, _number(attrs.get("worst:peak_rss_bytes")), decisive)
+
+
+def _number(x: float | None) -> float:
+    return math.nan if x is None else float(x)
 
 
 def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool) -> None:
@@ -190,7 +200,7 @@ def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
             e = evals[n]
             if max(violations(loaded, e), default=-1.0) > 0:
                 stopped[n] = f"a constraint fails after {len(e.runs)} of {total} runs"
-            elif best is not None and not better(loaded, objective_value(loaded, e.values[s.objective.metric]), best):
+            elif best is not None and _rank_so_far(loaded, e) >= best:
                 stopped[n] = f"cannot beat the best feasible trial after {len(e.runs)} of {total} runs"
             else:
                 continue
@@ -220,6 +230,15 @@ def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
         else:
             study.tell(trial, value)
         yield trial
+
+
+def _rank_so_far(loaded: LoadedOptimization, e: Evaluation) -> tuple[float, ...]:
+    """A trial's rank on the runs done so far: with the worst case as aggregate, the least it
+    can end with (a later trial that only ties the best does not beat it)."""
+    s = loaded.spec
+    decisive = [c.decisive(e.values.get(c.metric, [])) for c in s.constraints]
+    return rank(loaded, objective_value(loaded, e.values[s.objective.metric]),
+                largest(e.values.get("peak_rss_bytes", [])), decisive)  # fmt: skip
 
 
 def _json_number(x: float) -> float | None:

@@ -434,7 +434,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--allow-user-code", is_flag=True,
               help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Progress over trials on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+              help="Progress over the compared settings' runs, then the trials, on stderr: a bar on a terminal, a log "
+                   "line every 30 s otherwise.")
 def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, workers: int | None,
                      dask_address: str | None, backend: str | None, force: bool, allow_user_code: bool,
                      progress: bool) -> None:  # fmt: skip

@@ -127,3 +127,17 @@ def test_a_larger_trials_runs_the_trials_an_interruption_cut_short(interrupted_s
     assert len(more.trials) == 6 and more.waiting == 0
     counts = more.trials["state"].value_counts()
     assert counts.sum() == 6
+
+
+def test_the_comparison_phase_shows_its_progress(monkeypatch, capsys):
+    import simapf.progress
+
+    monkeypatch.setattr(simapf.progress, "LOG_INTERVAL_S", 0.0)  # every update is due
+    optimize(spec(trials=2), progress=True)
+    err = capsys.readouterr().err.splitlines()
+    compared = [line for line in err if line.startswith("simapf: tiny, compared settings: ")]
+    # Two compared settings, two seeds: four runs, each a line, the last one done.
+    assert compared[0].startswith("simapf: tiny, compared settings: 1/4 runs (25 %)")
+    assert compared[-1].endswith("(done)") and "4/4 runs" in compared[-1]
+    trials = [line for line in err if line.startswith("simapf: tiny: ")]
+    assert err.index(compared[-1]) < err.index(trials[0])  # before the trials, not after

@@ -64,3 +64,37 @@ def test_two_policies_alike_are_named_though_a_third_differs():
     assert "the policies a, b behaved identically" in warning and "constant" not in warning
     assert "the differences of b below are all zero" in warning
     assert f"warning: {warning}" in c.text()
+
+
+def _readme_compare_command() -> list[str]:
+    """The README's first `simapf compare` command, its arguments as a shell would split them."""
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text().replace("\\\n", " ")
+    line = next(line for line in text.splitlines() if line.startswith("simapf compare "))
+    return shlex.split(line.split("#", 1)[0])[1:]
+
+
+@pytest.mark.slow
+def test_the_readmes_first_comparison_shows_what_the_policies_change(monkeypatch):
+    # What the README says of it: the policies differ, upstream caps the LISTs at 10 seats, the
+    # other lowers peak memory and raises the low-priority LISTs' latency, each starred.
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    args = _readme_compare_command()
+    assert args[:2] == ["compare", "scenarios/relist-storm.yaml"]
+    result = CliRunner().invoke(main, [*args, "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    d = {r["metric"]: r for r in doc["differences"]}
+    assert d["peak_rss_bytes"]["ci_high"] < 0 and d["p99_s/workload-low/list"]["ci_low"] > 0
+    assert "warning" not in result.stderr
+    upstream = {r["metric"]: r for r in doc["table"] if r["policy"] == "upstream"}
+    assert upstream["seats_per_list_max"]["max"] == 10  # "where upstream caps them at 10 seats"

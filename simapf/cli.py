@@ -124,8 +124,11 @@ def main(debug: bool) -> None:
 @click.option("--clean", is_flag=True, help="Remove the compiled core: run pure Python again.")
 def compile_core(clean: bool) -> None:
     """Compile the modules every request passes through (mypyc; needs `pip install
-    'simapf[compiled]'` and a C compiler), or remove them. Results are the same either way."""
+    'simapf[compiled]'` and a C compiler), or remove them. Results are the same either way.
+
+    A build takes minutes: it says what it does as it goes, and how long the last one took."""
     import time
+    from pathlib import Path
 
     from simapf import compiled_core
 
@@ -134,14 +137,27 @@ def compile_core(clean: bool) -> None:
         click.echo(f"removed {n} compiled files: simapf runs pure Python" if n else "nothing compiled: simapf runs pure Python")
         return
     started = time.perf_counter()
+
+    def stage(words: str) -> None:
+        click.echo(f"simapf: compile: {_minutes(time.perf_counter() - started)}: {words}", err=True)
+
     try:
-        compiled_core.build()
+        compiler = compiled_core.c_compiler()
+        last = compiled_core.last_build_seconds()
+        click.echo(f"simapf: compile: translating {len(compiled_core.MODULES)} modules to C with mypyc, then compiling "
+                   f"the C with {Path(compiler).name} -O3; "
+                   + (f"the last build here took {_minutes(last)}" if last else "this takes minutes"), err=True)  # fmt: skip
+        compiled_core.build(on_stage=stage)
     except compiled_core.CompileError as err:
         if _DEBUG and err.detail:
             click.echo(err.detail, err=True)
         _fail(err)
     click.echo(f"compiled {len(compiled_core.MODULES)} modules in {time.perf_counter() - started:.0f} s: "
                "simapf now runs them compiled (`simapf compile --clean` to undo)")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 @main.command("apf-report")
@@ -434,7 +450,8 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--allow-user-code", is_flag=True,
               help="Let Dask workers import the Python policy modules the scenarios name (your code, run there).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Progress over trials on stderr: a bar on a terminal, a log line every 30 s otherwise.")
+              help="Progress over the compared settings' runs, then the trials, on stderr: a bar on a terminal, a log "
+                   "line every 30 s otherwise.")
 def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, workers: int | None,
                      dask_address: str | None, backend: str | None, force: bool, allow_user_code: bool,
                      progress: bool) -> None:  # fmt: skip

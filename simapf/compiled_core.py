@@ -14,16 +14,20 @@ says "stale"), because the old build would still be the code that runs.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import importlib.machinery
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
 from simapf.errors import SimapfError
 
@@ -48,6 +52,8 @@ follow_imports = silent
 plugins = pydantic.mypy
 """
 STAMP = PACKAGE_DIR / "_compiled.sha256"  # the sources' digest when they were compiled
+# How long the last build here took, in seconds: what the next one announces. Kept by `clean`.
+LAST_BUILD = PACKAGE_DIR / "_compiled.last-build-s"
 
 
 class CompileError(SimapfError):
@@ -107,8 +113,29 @@ def clean(package_dir: Path = PACKAGE_DIR) -> int:
     return len(removed)
 
 
-def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
-    """Compile MODULES of the package at `package_dir` in place."""
+def last_build_seconds(package_dir: Path = PACKAGE_DIR) -> float | None:
+    """How long the last successful build here took, if one was recorded."""
+    try:
+        return float((package_dir / LAST_BUILD.name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def stage_of(line: str, modules: int = len(MODULES)) -> str | None:
+    """The build stage a line of its output belongs to, in words, or None. mypyc first checks
+    the modules and translates them to C (silent for a long while), then setuptools compiles the
+    group's C and builds one small extension per module that loads it."""
+    if line.startswith("running build_ext"):
+        return "mypyc has written the C; compiling it (the longest step)"
+    m = re.match(r"building '([\w.]+)' extension", line)
+    if m and m.group(1) != GROUP + "__mypyc":
+        return f"building the {modules} modules' small extensions"
+    return None
+
+
+def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True, on_stage: Callable[[str], None] | None = None) -> None:
+    """Compile MODULES of the package at `package_dir` in place; `on_stage` hears each stage
+    as it starts (`stage_of`)."""
     c_compiler()
     try:
         import mypyc  # noqa: F401
@@ -116,6 +143,7 @@ def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
         raise CompileError("mypyc is not installed: pip install 'simapf[compiled]'") from None
     clean(package_dir)
     root = package_dir.parent
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="simapf-compile-") as tmp:
         # setuptools' build_ext --inplace, driven by mypycify, from the folder that holds the
         # package so that module names are simapf.*; its build files stay in the temporary folder.
@@ -132,10 +160,31 @@ def build(package_dir: Path = PACKAGE_DIR, quiet: bool = True) -> None:
         env = {**os.environ, "PYTHONPATH": str(root)}
         command = [sys.executable, str(script), "build_ext", "--inplace",
                    "--build-temp", str(Path(tmp) / "temp"), "--build-lib", str(Path(tmp) / "lib")]  # fmt: skip
-        done = subprocess.run(command, cwd=root, env=env, capture_output=quiet, text=True)
-    if done.returncode != 0:
+        returncode, tail = _run_build(command, root, env, quiet, on_stage)
+    if returncode != 0:
         clean(package_dir)
-        detail = (done.stdout or "")[-2000:] + (done.stderr or "")[-2000:] if quiet else ""
-        raise CompileError(f"mypyc failed (exit {done.returncode}); `simapf --debug compile` shows its output",
+        detail = "".join(tail)[-4000:] if quiet else ""
+        raise CompileError(f"mypyc failed (exit {returncode}); `simapf --debug compile` shows its output",
                            detail.rstrip())  # fmt: skip
     (package_dir / STAMP.name).write_text(sources_digest(package_dir) + "\n")
+    (package_dir / LAST_BUILD.name).write_text(f"{time.monotonic() - started:.0f}\n")
+
+
+def _run_build(command: list[str], cwd: Path, env: dict[str, str], quiet: bool,
+               on_stage: Callable[[str], None] | None) -> tuple[int, collections.deque]:  # fmt: skip
+    """Run the build, reading its output as it comes: each stage to `on_stage`, every line to
+    stdout unless `quiet`; its exit status and the output's last lines."""
+    tail: collections.deque = collections.deque(maxlen=200)
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:  # fmt: skip
+        assert proc.stdout is not None
+        last = None
+        for line in proc.stdout:
+            tail.append(line)
+            if not quiet:
+                sys.stdout.write(line)
+            stage = stage_of(line)
+            if stage is not None and stage != last and on_stage is not None:
+                on_stage(stage)
+            last = stage or last
+    return proc.returncode, tail

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -503,9 +504,13 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     out = Path(out_dir)
     written: list[Path] = []
     # Making some of the figures updates them and keeps the others.
+    started = time.monotonic()
     with output_directory(out, "figures", force, keep_earlier=bool(only)) as tmp:
-        for f in wanted:
-            log(f"figure {f.name} ({f.kind})")
+        for i, f in enumerate(wanted, 1):
+            # Which figure runs now and how long each took: one may take minutes (its
+            # simulations), and nothing else is said while it runs.
+            log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
+            began = time.monotonic()
             if isinstance(f, TimeseriesFigure):
                 fig, seeds, reps = draw_timeseries(f, base)
             elif isinstance(f, PoliciesFigure):
@@ -522,7 +527,13 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
+            log(f"figure {i}/{len(wanted)} {f.name}: {_seconds(time.monotonic() - began)} "
+                f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
     return written
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def check(out_dir: str | Path) -> list[tuple[str, str]]:

@@ -33,19 +33,19 @@ class LogLines:
         self.postfix = ""
         self.lines = 0  # written so far: a task shorter than the interval stays silent
 
-    def _line(self, now: float, done: bool = False) -> str:
+    def _line(self, now: float, ending: str = "") -> str:
         elapsed = now - self.started
         n = f"{self.n:,.0f}"
         if self.total:
             text = f"{n}/{self.total:,.0f} {self.unit} ({100 * self.n / self.total:.0f} %), {_duration(elapsed)}"
             pace = (self.n - self.initial) / elapsed if elapsed > 0 else 0.0
-            if not done and pace > 0 and self.n < self.total:
+            if not ending and pace > 0 and self.n < self.total:
                 text += f", about {_duration((self.total - self.n) / pace)} left"
         else:
             text = f"{n} {self.unit}, {_duration(elapsed)}"
         if self.postfix:
             text += f" [{self.postfix}]"
-        return f"simapf: {self.desc}: {text}{' (done)' if done else ''}"
+        return f"simapf: {self.desc}: {text}{f' ({ending})' if ending else ''}"
 
     def _emit(self, line: str) -> None:
         self.lines += 1
@@ -62,8 +62,17 @@ class LogLines:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kw.items())
 
     def close(self) -> None:
+        """The last line, if any was written: "(done)" when the work finished, "(interrupted)"
+        when it did not (an exception on its way out, or fewer than the total)."""
         if self.lines:
-            self._emit(self._line(self.clock(), done=True))
+            self._emit(self._line(self.clock(), "done" if self.finished() else "interrupted"))
+
+    def finished(self) -> bool:
+        # Closed from a `finally` an exception is passing through: that exception is current.
+        if sys.exc_info()[0] is not None:
+            return False
+        # A total of simulated seconds is reached by adding steps: allow for their rounding.
+        return not self.total or self.n >= self.total * (1 - 1e-9)
 
 
 class _Off:

@@ -118,19 +118,23 @@ class Simulation:
         wall0 = time.perf_counter()
         bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
         marks = [_ns(sc.run.steady_from_s), *(_ns(e.at_s) for e in sc.events)]
-        self.recorder.scrape()
-        with fewer_collections():
-            for t, mark, scrape in stops(_ns(sc.run.scrape_interval_s), end_ns, marks):
-                env.run_until(t)
-                if mark:
-                    self.recorder.mark()
-                if scrape:
-                    self.recorder.scrape()
-                if bar is not None:
-                    bar.update(round(t / NS_PER_S - bar.n, 6))
-        self.recorder.finish()
-        if bar is not None:
-            bar.close()
+        try:
+            self.recorder.scrape()
+            with fewer_collections():
+                for t, mark, scrape in stops(_ns(sc.run.scrape_interval_s), end_ns, marks):
+                    env.run_until(t)
+                    if mark:
+                        self.recorder.mark()
+                    if scrape:
+                        self.recorder.scrape()
+                    if bar is not None:
+                        bar.update(round(t / NS_PER_S - bar.n, 6))
+            self.recorder.finish()
+        finally:
+            # Also when the run raises (the user's policy, an interruption): a bar left open
+            # would stay on the terminal under the error line.
+            if bar is not None:
+                bar.close()
         if isinstance(self.recorder, Dashboard):
             return self.recorder.readings()
         return collect(self, wall_s=time.perf_counter() - wall0)

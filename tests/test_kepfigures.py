@@ -166,3 +166,13 @@ figures:
     assert files and dict(check(tmp_path / "figs")) == {"overlay": "current"}
     (tmp_path / "rss.json").write_text(MEASURED.read_text().replace("1550000000", "1650000000"))
     assert "stale" in dict(check(tmp_path / "figs"))["overlay"]
+
+
+def test_make_says_which_figure_runs_and_how_long_each_took(tmp_path):
+    import re
+
+    said: list[str] = []
+    make(_project(tmp_path), tmp_path / "figs", log=said.append)
+    assert said[0] == "figure 1/2 memory (timeseries)..." and said[2] == "figure 2/2 policies (policies)..."
+    assert re.fullmatch(r"figure 1/2 memory: \d+ s \(\d+ s so far\)", said[1]), said[1]
+    assert re.fullmatch(r"figure 2/2 policies: \d+ s \(\d+ s so far\)", said[3]), said[3]

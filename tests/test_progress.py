@@ -50,3 +50,60 @@ def test_a_sweep_under_ci_logs_its_progress(tmp_path, monkeypatch, capsys):
     assert err[0].startswith("simapf: logged: 1/2 runs (50 %), 0 s")
     assert err[-1].startswith("simapf: logged: 2/2 runs (100 %)") and err[-1].endswith("(done)")
     assert progress_bar(3, "x", "runs", enabled=False).__class__.__name__ == "_Off"
+
+
+def _logged(work) -> list[str]:
+    """The lines a LogLines of 10 runs writes, every update due, around `work(bar)` (an
+    interruption in it included)."""
+    out = io.StringIO()
+    bar = LogLines(total=10, desc="sweep s", unit="runs", interval_s=0.0, stream=out, clock=lambda: 0.0)
+    try:
+        try:
+            work(bar)
+        finally:
+            bar.close()
+    except KeyboardInterrupt:
+        pass
+    return out.getvalue().splitlines()
+
+
+def test_work_cut_short_ends_in_interrupted_not_done():
+    def interrupted(bar):
+        bar.update(3)
+        raise KeyboardInterrupt
+
+    assert _logged(interrupted)[-1] == "simapf: sweep s: 3/10 runs (30 %), 0 s (interrupted)"
+    # Closed early without an error (the caller stopped asking): not done either.
+    assert _logged(lambda bar: bar.update(4))[-1].endswith("4/10 runs (40 %), 0 s (interrupted)")
+    assert _logged(lambda bar: bar.update(10))[-1].endswith("10/10 runs (100 %), 0 s (done)")
+
+
+def test_a_run_that_raises_closes_its_bar(monkeypatch):
+    import simapf
+    from simapf import runner
+
+    closed = []
+
+    class Bar:
+        n = 0
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            closed.append(self.n)
+
+    monkeypatch.setattr(runner, "_progress_bar", lambda total, name: Bar())
+
+    def boom(self):
+        raise RuntimeError("the user's policy failed")
+
+    loaded = simapf.load_scenario("scenarios/list-experiment.yaml", {"run.duration_s": 2})
+    sim = runner.Simulation(loaded)
+    monkeypatch.setattr(type(sim.recorder), "mark", boom)
+    monkeypatch.setattr(type(sim.recorder), "scrape", boom)
+    try:
+        sim.run(progress=True)
+    except RuntimeError:
+        pass
+    assert closed == [0]

@@ -93,19 +93,33 @@ class Comparison:
 
 
 def identical_policies(runs: pd.DataFrame, labels: list[str], metrics: list[str]) -> str:
-    """A warning when the policies behaved identically in every replication (every metric the
-    same run for run): the scenario does not tell them apart; "" otherwise."""
+    """A warning naming the policies that behaved identically in every replication (every metric
+    the same run for run), which the scenario does not tell apart; "" when no two did."""
     if len(labels) < 2 or runs.empty:
         return ""
-    by = [runs[runs["policy"] == p].sort_values("replication")[metrics].reset_index(drop=True) for p in labels]
-    if any(not b.equals(by[0]) for b in by[1:]):
+    by = {p: runs[runs["policy"] == p].sort_values("replication")[metrics].reset_index(drop=True) for p in labels}
+    groups: list[list[str]] = []
+    for p in labels:
+        twin = next((g for g in groups if by[g[0]].equals(by[p])), None)
+        if twin is None:
+            groups.append([p])
+        else:
+            twin.append(p)
+    alike = [g for g in groups if len(g) > 1]
+    if not alike:
         return ""
     seats = "seats_per_list_max" if "seats_per_list_max" in runs.columns else None
-    top = runs[seats].max() if seats else None
-    why = (f" (no LIST needed more than {top:g} seat{'s' if top != 1 else ''}, where these policies agree)"
-           if seats and runs[seats].notna().any() else " (they may give every request of it the same seats)")
-    return (f"the policies {', '.join(labels)} behaved identically on this scenario, run for run: it does not "
-            f"tell them apart{why}; the differences below are all zero")
+    parts = []
+    for g in alike:
+        rows = runs[runs["policy"].isin(g)]
+        top = rows[seats].max() if seats and rows[seats].notna().any() else None
+        why = (f" (no LIST needed more than {top:g} seat{'s' if top != 1 else ''}, where these policies agree)"
+               if top is not None else " (they may give every request of it the same seats)")
+        below = (f"the differences of {', '.join(g[1:])} below are all zero" if g[0] == labels[0]
+                 else "their differences below are the same")  # fmt: skip
+        parts.append(f"the policies {', '.join(g)} behaved identically on this scenario, run for run: it does not "
+                     f"tell them apart{why}; {below}")
+    return "; ".join(parts)
 
 
 def replication_seeds(seed: int, replications: int) -> list[int]:

@@ -128,20 +128,35 @@ def unit(metric: str) -> str:
 
 
 def fmt(value: float, kind: str, signed: bool = False) -> str:
+    """`value` as the comparison prints it; a value too small to show at that precision prints
+    as an unsigned zero (never `-0.0 ms`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    sign = "+" if signed and value > 0 else ""
+    text = _magnitude(abs(value), kind)
+    if shows_as_zero(value, kind):
+        return text
+    return ("-" if value < 0 else "+" if signed else "") + text
+
+
+def shows_as_zero(value: float, kind: str) -> bool:
+    """Whether `value` prints as zero at the precision `fmt` shows it with."""
+    if value is None or not math.isfinite(value):
+        return False
+    return not any(ch in "123456789" for ch in _magnitude(abs(value), kind))
+
+
+def _magnitude(value: float, kind: str) -> str:
+    """A non-negative value in its unit, unsigned."""
     if kind == "bytes":
-        return f"{sign}{value / 1e6:,.0f} MB"
+        return f"{value / 1e6:,.0f} MB"
     if kind == "s":
-        a = abs(value)
-        return f"{sign}{value * 1e3:.1f} ms" if a < 1 else f"{sign}{value:.2f} s"
+        return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
     if kind == "ratio":
-        return f"{sign}{100 * value:.2f} %"
+        return f"{100 * value:.2f} %"
     if kind == "cores":
-        return f"{sign}{value:.2f}"
+        return f"{value:.2f}"
     if kind == "per_s":
-        return f"{sign}{value:,.1f}/s"
+        return f"{value:,.1f}/s"
     if abs(value - round(value)) < 1e-9:
-        return f"{sign}{value:,.0f}"
-    return f"{sign}{value:,.1f}"
+        return f"{value:,.0f}"
+    return f"{value:,.1f}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Protocol
 
-from simapf.comparison.stats import fmt, label, unit
+from simapf.comparison.stats import fmt, label, shows_as_zero, unit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +39,12 @@ def _cell_mean(row, kind: str, with_range: bool) -> str:
     return text
 
 
+def _shown_apart_from_zero(r: dict, kind: str) -> bool:
+    """A difference is starred when its interval excludes zero as printed, not only in the
+    digits the table leaves out: neither end shows as zero (so neither does the mean)."""
+    return bool(r["excludes_zero"]) and not (shows_as_zero(r["ci_low"], kind) or shows_as_zero(r["ci_high"], kind))
+
+
 def format_comparison(c: "Comparison") -> str:
     lines: list[str] = []
     add = lines.append
@@ -65,7 +71,7 @@ def format_comparison(c: "Comparison") -> str:
         add("")
         pct = f"{100 * c.confidence:g} %"
         add(f"  difference from {c.policies[0]}: mean of paired differences [{pct} confidence interval]; "
-            "* = the interval excludes 0")  # fmt: skip
+            "* = the interval excludes 0 as shown")  # fmt: skip
         others = c.policies[1:]
         diffs = {(r["metric"], r["policy"]): r for r in c.differences.to_dict("records")}
         dcells = {}
@@ -76,7 +82,7 @@ def format_comparison(c: "Comparison") -> str:
                 text = fmt(r["mean_diff"], kind, signed=True)
                 if r["n"] >= 2:
                     text += f" [{fmt(r['ci_low'], kind, signed=True)}, {fmt(r['ci_high'], kind, signed=True)}]"
-                    text += "*" if r["excludes_zero"] else " "
+                    text += "*" if _shown_apart_from_zero(r, kind) else " "
                 dcells[metric, p] = text
         widths = [max([len(p)] + [len(dcells[m, p]) for m in c.metrics]) for p in others]
         add("  " + "metric".ljust(_METRIC_WIDTH) + "  ".join(p.rjust(w) for p, w in zip(others, widths)))

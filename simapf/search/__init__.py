@@ -83,7 +83,7 @@ def optimize(
         try:
             with session(chosen) as run:
                 ev = Evaluator(loaded, run, runs_dir)
-                compared = {label: ev.evaluate(settings) for label, settings in loaded.compare_with.items()}
+                compared = ev.evaluate_all(loaded.compare_with, progress)
                 resume(optuna, study)
                 search(optuna, study, ev, n_trials, progress)
         finally:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from simapf.files import write_text_atomic
-from simapf.search.scores import Evaluation, better, largest, objective_value, violations
+from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization
 
 GiB = float(1 << 30)
@@ -45,6 +45,7 @@ class OptimizeResult:
     backend: str
     wall_s: float
     out: Path | None
+    waiting: int = 0  # trials an interruption cut short, asked again and waiting for a larger --trials
 
     @classmethod
     def build(cls, loaded: LoadedOptimization, study, compared: dict[str, Evaluation], runs_ran: int,
@@ -52,15 +53,19 @@ class OptimizeResult:
         """From the Optuna study and the compared settings' evaluations."""
         s = loaded.spec
         metric = s.objective.metric
-        rows = []
+        rows, settings, waiting = [], {}, 0
         for t in study.get_trials(deepcopy=False):
-            state = {"COMPLETE": "complete", "PRUNED": "stopped early", "FAIL": "failed"}.get(t.state.name, t.state.name.lower())
-            if state == "failed" and "error" not in t.user_attrs:
-                continue  # cut short by a killed search and asked again
+            state = {"COMPLETE": "complete", "PRUNED": "stopped early", "FAIL": "failed"}.get(t.state.name)
+            if state is None or (state == "failed" and "error" not in t.user_attrs):
+                # Cut short by an interrupted search (failed without an error of its own), or
+                # asked again and not yet run: no verdict, and not a trial of the report.
+                waiting += t.state.name == "WAITING"
+                continue
             if state == "stopped early":
                 value = t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else math.nan
             else:
                 value = t.value if t.value is not None else math.nan
+            settings[t.number] = {k: _plain(t.params[k]) for k in s.parameters if k in t.params}
             rows.append({
                 # Feasible: every run done and every constraint kept in each.
                 "trial": t.number, "state": state,
@@ -71,7 +76,7 @@ class OptimizeResult:
                 **{k: t.params.get(k) for k in s.parameters},
                 "note": t.user_attrs.get("stopped") or t.user_attrs.get("error") or "",
             })  # fmt: skip
-        trials = pd.DataFrame(rows)
+        trials = _with_parameter_types(pd.DataFrame(rows), s.parameters)
         if len(trials):
             trials["pareto"] = _pareto(trials, s.objective.direction)
         compare_rows = []
@@ -88,19 +93,18 @@ class OptimizeResult:
             })  # fmt: skip
         compare = pd.DataFrame(compare_rows)
         best = None
-        done = trials[(trials["state"] == "complete") & trials["feasible"]] if len(trials) else trials
-        for _, r in done.iterrows():
-            if best is None or better(loaded, r["objective"], best["objective"]):
-                best = {"trial": int(r["trial"]), "objective": float(r["objective"]),
-                        "peak_rss_bytes": float(r["peak_rss_bytes"]),
-                        "settings": {k: _plain(r[k]) for k in s.parameters}}  # fmt: skip
+        feasible = [r for _, r in trials.iterrows() if r["feasible"]] if len(trials) else []
+        if feasible:
+            r = min(feasible, key=lambda r: (_rank(loaded, r), r["trial"]))  # a full tie: the earliest trial
+            best = {"trial": int(r["trial"]), "objective": float(r["objective"]),
+                    "peak_rss_bytes": float(r["peak_rss_bytes"]), "settings": settings[int(r["trial"])]}  # fmt: skip
         agg = s.objective.aggregate
         agg_words = f"{agg}-quantile" if isinstance(agg, float) else {"worst": "worst case"}.get(agg, agg)
         constraints = [_constraint_words(c) for c in s.constraints]
         bounds = [c.max for c in s.constraints if c.metric == "peak_rss_bytes" and c.max is not None]
         return cls(loaded.name, loaded.source, metric, s.objective.direction == "minimize", agg_words, constraints,
                    min(bounds) if bounds else None, trials, compare, best, len(s.seeds) * len(loaded.cases), runs_ran,
-                   backend, wall_s, out)  # fmt: skip
+                   backend, wall_s, out, waiting)  # fmt: skip
 
     @property
     def objective(self) -> str:
@@ -114,22 +118,46 @@ def _nan(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _plain(x: Any) -> Any:
     if hasattr(x, "item"):
         return x.item()
     return x
 
 
+def _rank(loaded: LoadedOptimization, row: pd.Series) -> tuple[float, ...]:
+    decisive = [row[f"worst:{c.metric}"] for c in loaded.spec.constraints]
+    return rank(loaded, row["objective"], row["peak_rss_bytes"], decisive)
+
+
 def _pareto(trials: pd.DataFrame, direction: str) -> list[bool]:
-    """Complete trials that no other complete trial beats on both peak RSS and the objective."""
+    """Feasible trials that no other feasible trial beats on both peak RSS and the objective:
+    the settings to choose from (the best among them). A value a run did not report is worst."""
     sign = 1.0 if direction == "minimize" else -1.0
-    pts = [(i, r["peak_rss_bytes"], sign * r["objective"]) for i, r in trials.iterrows()
-           if r["state"] == "complete" and math.isfinite(r["objective"]) and math.isfinite(r["peak_rss_bytes"])]  # fmt: skip
+
+    def worst_if_missing(x: float) -> float:
+        return math.inf if x != x else x
+
+    pts = [(i, worst_if_missing(r["peak_rss_bytes"]), worst_if_missing(sign * r["objective"]))
+           for i, r in trials.iterrows() if r["feasible"]]  # fmt: skip
     front = set()
     for i, m, o in pts:
         if not any((m2 <= m and o2 <= o) and (m2 < m or o2 < o) for _, m2, o2 in pts):
             front.add(i)
     return [i in front for i in trials.index]
+
+
+def _with_parameter_types(trials: pd.DataFrame, parameters: dict) -> pd.DataFrame:
+    """Integer parameters as integers, though a failed trial leaves its cell empty (which would
+    make a plain column float, and `140.0` is no seat count)."""
+    for key, p in parameters.items():
+        whole = p.type == "int" if p.choices is None else all(_is_int(c) or c is None for c in p.choices)
+        if key in trials and whole:
+            trials[key] = trials[key].astype("Int64")
+    return trials
 
 
 def _constraint_words(c) -> str:
@@ -161,10 +189,12 @@ def format_result(r: OptimizeResult) -> str:
     t = r.trials
     counts = t["state"].value_counts().to_dict() if len(t) else {}
     metric = r.metric
+    states = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("complete", "stopped early", "failed"))
     lines = [
         f"simapf optimize: {r.name} ({r.source})",
-        f"  {len(t)} trials ({counts.get('complete', 0)} complete, {counts.get('stopped early', 0)} stopped early, "
-        f"{counts.get('failed', 0)} failed), {r.runs_per_trial} run{'s' if r.runs_per_trial > 1 else ''} each at most",
+        f"  {len(t)} trials ({states}), {r.runs_per_trial} run{'s' if r.runs_per_trial > 1 else ''} each at most",
+        *([f"  {r.waiting} more cut short by an interruption wait to run again: a larger --trials runs them"]
+          if r.waiting else []),
         f"  {RAN_PREFIX}{r.runs_ran} runs this time, on {r.backend}, in {r.wall_s:.0f} s",
         f"  objective: {r.objective}",
         *(f"  constraint: {c}" for c in r.constraints),
@@ -191,11 +221,11 @@ def format_result(r: OptimizeResult) -> str:
                          f"{_fmt('peak_rss_bytes', c['peak_rss_bytes']):>12}  {kept}{beaten}")  # fmt: skip
     front = t[t["pareto"]] if len(t) else t
     if len(front):
-        lines += ["", "  Pareto front of the complete trials (worst peak RSS against the objective):"]
-        for _, p in front.sort_values("peak_rss_bytes").iterrows():
-            ok = "" if p["feasible"] else "  (breaks a constraint)"
+        lines += ["", "  Pareto front of the feasible trials (worst peak RSS against the objective):"]
+        for _, p in front.sort_values(["peak_rss_bytes", "trial"]).iterrows():
+            mark = "  (the best)" if r.best is not None and int(p["trial"]) == r.best["trial"] else ""
             lines.append(f"    trial {int(p['trial']):>4}: {_fmt('peak_rss_bytes', p['peak_rss_bytes']):>10}  "
-                         f"{_fmt(metric, p['objective']):>10}{ok}")  # fmt: skip
+                         f"{_fmt(metric, p['objective']):>10}{mark}")  # fmt: skip
     if r.out is not None:
         lines += ["", f"  wrote {r.out}: best.yaml, trials.csv, compare.csv, optimize.txt, pareto.png/.svg; runs/ holds every run"]
     return "\n".join(lines) + "\n"
@@ -267,7 +297,7 @@ def pareto_figure(r: OptimizeResult):
                 if len(g):
                     ax.scatter(g["peak_rss_bytes"] / GiB, [y_of(v) for v in g["objective"]], marker=marker,
                                color=color, alpha=alpha, label=label, s=30)  # fmt: skip
-            front = drawable[drawable["pareto"]].sort_values("peak_rss_bytes")
+            front = drawable[drawable["pareto"] & drawable["objective"].map(math.isfinite)].sort_values("peak_rss_bytes")
             if len(front):
                 ax.step(front["peak_rss_bytes"] / GiB, front["objective"], where="post", color="C0",
                         linewidth=1, alpha=0.7, label="Pareto front")  # fmt: skip

@@ -52,6 +52,24 @@ def better(loaded: LoadedOptimization, a: float, b: float) -> bool:
     return a < b if loaded.spec.objective.direction == "minimize" else a > b
 
 
+def rank(loaded: LoadedOptimization, objective: float, peak_rss_bytes: float, decisive: Sequence[float]) -> tuple[float, ...]:
+    """How a feasible trial ranks, the smaller the better: its objective, then (on a tie) its
+    worst peak RSS, then how close each constraint's decisive run comes to its bound. So a tie
+    of the objective goes to the setting that needs less memory, and the best is never one that
+    another feasible trial matches on the objective with less memory (it is on the Pareto front).
+
+    With the worst case as aggregate, more runs can only raise every part of the key: a trial
+    whose key so far is no smaller than the best's cannot become the best (`study`'s early stop)."""
+    sign = 1.0 if loaded.spec.objective.direction == "minimize" else -1.0
+    margins = [c.violation([v]) if v == v else math.inf for c, v in zip(loaded.spec.constraints, decisive)]
+    return (_missing_last(sign * objective), _missing_last(peak_rss_bytes), *margins)
+
+
+def _missing_last(x: float | None) -> float:
+    """A value a run did not report ranks after every reported one."""
+    return math.inf if x is None or x != x else x
+
+
 def largest(values: list[float]) -> float:
     """The largest of a metric's run values (NaN if a run lacks it)."""
     return math.nan if any(v != v for v in values) or not values else max(values)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.search.scores import Evaluation, better, largest, objective_value, violations
+from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
 from simapf.sweeps.measure import RunTask, bundle
@@ -47,6 +47,7 @@ class Evaluator:
         s = loaded.spec
         self.metrics = list(dict.fromkeys([s.objective.metric, *(c.metric for c in s.constraints), "peak_rss_bytes"]))
         self.ran = 0
+        self.on_run: Callable[[], None] = _nothing  # after each run done
 
     def task(self, case: ScenarioCase, settings: dict[str, Any], seed: int) -> RunTask:
         data, files = bundle(self.loaded.load(case, settings, seed))
@@ -58,13 +59,7 @@ class Evaluator:
 
     def results(self, tasks: list[RunTask]) -> dict[str, dict[str, Any]]:
         """Rows of `tasks` by run id: finished ones from before, the rest run now."""
-        if not self._read_directory:
-            # Once: the runs an earlier session left. After that every run is this session's,
-            # so a long search does not list its directory again at every batch.
-            self._read_directory = True
-            earlier = {rid for rid, _path in store.run_files(self.runs_dir)}
-            for rid, table in store.scan(self.runs_dir, earlier).items():
-                self.rows[rid] = table.to_pylist()[0]
+        self._read_earlier()
         todo, seen = [], set()
         for t in tasks:
             rid = t.key["run_id"]
@@ -76,16 +71,46 @@ class Evaluator:
                 store.write_run(self.runs_dir, row)
             self.rows[row["run_id"]] = row
             self.ran += 1
+            self.on_run()
         return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
 
-    def evaluate(self, settings: dict[str, Any]) -> Evaluation:
-        """Every run of `settings` (a compared setting: no early stop)."""
-        tasks = [self.task(c, settings, seed) for seed in self.loaded.spec.seeds for c in self.loaded.cases]
-        rows = self.results(tasks)
-        ev = Evaluation(dict(settings))
-        for t in tasks:
-            ev.add(t.key["run_id"], rows[t.key["run_id"]], self.metrics)
-        return ev
+    def _read_earlier(self) -> None:
+        if not self._read_directory:
+            # Once: the runs an earlier session left. After that every run is this session's,
+            # so a long search does not list its directory again at every batch.
+            self._read_directory = True
+            earlier = {rid for rid, _path in store.run_files(self.runs_dir)}
+            for rid, table in store.scan(self.runs_dir, earlier).items():
+                self.rows[rid] = table.to_pylist()[0]
+
+    def evaluate_all(self, settings: dict[str, dict[str, Any]], progress: bool = False) -> dict[str, Evaluation]:
+        """Every run of each labelled setting (the compared ones: no early stop), all at once so
+        that they share the workers, with a bar over the runs when `progress`."""
+        from simapf.progress import progress_bar
+
+        if not settings:
+            return {}
+        tasks = {label: [self.task(c, s, seed) for seed in self.loaded.spec.seeds for c in self.loaded.cases]
+                 for label, s in settings.items()}  # fmt: skip
+        self._read_earlier()
+        todo = len({t.key["run_id"] for ts in tasks.values() for t in ts} - set(self.rows))
+        bar = progress_bar(todo, f"{self.loaded.name}, compared settings", "runs", progress and todo > 0)
+        try:
+            self.on_run = lambda: bar.update(1)
+            rows = self.results([t for ts in tasks.values() for t in ts])
+        finally:
+            self.on_run = _nothing
+            bar.close()
+        out = {}
+        for label, ts in tasks.items():
+            out[label] = ev = Evaluation(dict(settings[label]))
+            for t in ts:
+                ev.add(t.key["run_id"], rows[t.key["run_id"]], self.metrics)
+        return out
+
+
+def _nothing() -> None:
+    pass
 
 
 # ------------------------------------------------------------------------------- the search
@@ -136,12 +161,22 @@ def _finished(optuna, study) -> int:
     return sum(1 for t in done if t.state != TrialState.FAIL or "error" in t.user_attrs)
 
 
-def _best_feasible(optuna, study, loaded: LoadedOptimization) -> float | None:
-    best = None
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.user_attrs.get("feasible") and (best is None or better(loaded, t.value, best)):
-            best = t.value
-    return best
+def _best_feasible(optuna, study, loaded: LoadedOptimization) -> tuple[float, ...] | None:
+    """The rank (`scores.rank`) of the best feasible trial so far, None before there is one."""
+    ranks = [trial_rank(loaded, t) for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+             if t.user_attrs.get("feasible")]  # fmt: skip
+    return min(ranks, default=None)
+
+
+def trial_rank(loaded: LoadedOptimization, trial) -> tuple[float, ...]:
+    """A finished trial's rank, from what it recorded (a missing worst case ranks last)."""
+    attrs = trial.user_attrs
+    decisive = [_number(attrs.get(f"worst:{c.metric}")) for c in loaded.spec.constraints]
+    return rank(loaded, trial.value, _number(attrs.get("worst:peak_rss_bytes")), decisive)
+
+
+def _number(x: float | None) -> float:
+    return math.nan if x is None else float(x)
 
 
 def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool) -> None:
@@ -190,7 +225,7 @@ def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
             e = evals[n]
             if max(violations(loaded, e), default=-1.0) > 0:
                 stopped[n] = f"a constraint fails after {len(e.runs)} of {total} runs"
-            elif best is not None and not better(loaded, objective_value(loaded, e.values[s.objective.metric]), best):
+            elif best is not None and _rank_so_far(loaded, e) >= best:
                 stopped[n] = f"cannot beat the best feasible trial after {len(e.runs)} of {total} runs"
             else:
                 continue
@@ -220,6 +255,15 @@ def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:
         else:
             study.tell(trial, value)
         yield trial
+
+
+def _rank_so_far(loaded: LoadedOptimization, e: Evaluation) -> tuple[float, ...]:
+    """A trial's rank on the runs done so far: with the worst case as aggregate, the least it
+    can end with (a later trial that only ties the best does not beat it)."""
+    s = loaded.spec
+    decisive = [c.decisive(e.values.get(c.metric, [])) for c in s.constraints]
+    return rank(loaded, objective_value(loaded, e.values[s.objective.metric]),
+                largest(e.values.get("peak_rss_bytes", [])), decisive)  # fmt: skip
 
 
 def _json_number(x: float) -> float | None:

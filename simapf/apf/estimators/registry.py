@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import sys
 from typing import Any
 
 from simapf.apf.estimators.base import EstimatorConfigError
@@ -104,14 +105,25 @@ def _where_in_user_code(e: BaseException, module_name: str) -> str:
     return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}: " if last is not None else ""
 
 
+def current_folder_importable() -> None:
+    """A policy module in the folder simapf runs in imports, as a user of `python -m` expects,
+    though simapf's own script lives elsewhere. Added last on sys.path, so it never changes
+    which module simapf or a library imports; as "", which Python reads as the current folder
+    whenever it imports, in worker processes (which start with this sys.path) too."""
+    if "" not in sys.path:
+        sys.path.append("")
+
+
 def _import_class(path: str) -> type:
     module_name, _, attr_path = path.partition(":")
     if not module_name or not attr_path:
         raise EstimatorConfigError(f"LIST policy {path!r}: expected 'package.module:ClassName'")
+    current_folder_importable()
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise EstimatorConfigError(f"LIST policy {path!r}: cannot import module {module_name!r}: {e}") from e
+        raise EstimatorConfigError(f"LIST policy {path!r}: cannot import module {module_name!r}: {e} (simapf "
+                                   "imports your policy from the current folder or PYTHONPATH)") from e
     except Exception as e:  # the user's module is broken: say where, as an error in their code
         raise EstimatorConfigError(f"LIST policy {path!r}: importing module {module_name!r} failed: "
                                    f"{_where_in_user_code(e, module_name)}{type(e).__name__}: {e}") from e

@@ -104,6 +104,13 @@ class Simulation:
         self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
                                   {g.name: g for g in sc.crds})  # fmt: skip
 
+    def start(self) -> None:
+        """Start the clients and schedule the scenario's events: the run's first instant. `run`
+        does this; a pilot (simapf.estimate) does it to time the run's first simulated seconds."""
+        for g in self.groups.values():
+            g.start()
+        self.events.schedule(self.scenario.events)
+
     def run(self, progress: bool = False) -> Result | Readings:
         """Run to the end: a `Result`, or `Readings` when lean. The loop stops at every scrape
         and at the starts of the windows the summary's peaks cover (the steady state, each
@@ -112,9 +119,7 @@ class Simulation:
         sc = self.scenario
         env = self.env
         end_ns = _ns(sc.run.duration_s)
-        for g in self.groups.values():
-            g.start()
-        self.events.schedule(sc.events)
+        self.start()
         wall0 = time.perf_counter()
         bar = _progress_bar(sc.run.duration_s, sc.name) if progress else None
         marks = [_ns(sc.run.steady_from_s), *(_ns(e.at_s) for e in sc.events)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 
 import click
 
@@ -32,7 +33,31 @@ force_option = click.option(
 )  # fmt: skip
 
 
+class _Duration(click.ParamType):
+    """A Go duration (simapf.budget): refused in one line, as every bad option value is."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):  # type: ignore[override]
+        from simapf.budget import budget_problem
+
+        problem = budget_problem(value)
+        if problem is not None:
+            self.fail(f"{value!r}: {problem}", param, ctx)
+        return str(value).strip()
+
+
+# Every long command takes a time budget the same way (simapf.budget).
+budget_option = click.option(
+    "--budget", metavar="DURATION", type=_Duration(),
+    help="Stop once this much time has passed since the command started (a Go duration: 90s, 10m, 1h30m), at the "
+         "next point it can continue from; say what is left and the command that continues it (exit status 3).",
+)  # fmt: skip
+
+
 _DEBUG = False  # --debug: show the traceback of an error raised in the user's own code
+_ARGS: list[str] = []  # the command line, without the program's name: what a budget stop repeats
+_STARTED = 0.0  # when the command started (time.monotonic()): what its --budget counts from
 
 
 def _fail(err: Exception) -> None:
@@ -48,6 +73,27 @@ def _exit_on_signal(signum: int, _frame) -> None:
     # SIGTERM and SIGHUP end the command as Ctrl-C does: through the exception handlers that
     # remove half-written output, instead of killing the process where it stands.
     raise SystemExit(128 + signum)
+
+
+def _budget(text: str | None):
+    from simapf.budget import Budget
+
+    return Budget.parse(text, started=_STARTED)
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _budget_stop(err) -> None:
+    """The end of work its budget stopped: what was done and is left, the command that continues."""
+    import shlex
+
+    from simapf.budget import BUDGET_EXIT, continue_command
+
+    click.echo(f"simapf: {err.summary()}", err=True)
+    click.echo(f"simapf: continue with: simapf {shlex.join(continue_command(_ARGS, err.resume))}", err=True)
+    sys.exit(BUDGET_EXIT)
 
 
 def _announce(loaded_scenarios, runs: int = 1, workers: int | None = 1) -> None:
@@ -79,6 +125,10 @@ class _OneLineErrors(click.Group):
     in one line and exit status 2, as every other bad input does, instead of a usage block."""
 
     def main(self, *args, **kwargs):  # type: ignore[override]
+        global _ARGS, _STARTED
+        _STARTED = time.monotonic()
+        given = kwargs.get("args", args[0] if args else None)
+        _ARGS = [str(a) for a in given] if given is not None else sys.argv[1:]
         kwargs.pop("standalone_mode", None)
         kwargs["prog_name"] = "simapf"  # however it was started (python -m, a test's runner)
         try:
@@ -412,24 +462,27 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force:
 @click.option("--uncertainty", "draws", type=click.IntRange(min=0, max=MAX_DRAWS), metavar="N",
               help="Also run each combination under N draws of the model's parameters, on replication 0's seed: "
                    "every headline figure's 90 % interval (overrides the file's `uncertainty`; 0 = none).")
+@budget_option
 def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, dask_address: str | None,
                   backend: str | None, force: bool, allow_user_code: bool, progress: bool,
-                  draws: int | None) -> None:  # fmt: skip
+                  draws: int | None, budget: str | None) -> None:  # fmt: skip
     """Run a sweep: a base scenario times the cartesian product of factors, replicated.
 
     Each finished run is written at once as one file of a Parquet dataset in the result
     directory; run it again after an interruption and it resumes where it stopped. Prints the
     key metrics per combination (with --uncertainty N, their intervals); load everything with
-    simapf.load_sweep(DIR).
+    simapf.load_sweep(DIR). It first says how many runs are left and about how long they take
+    (timed by a short pilot, or by their last runs); with --budget it stops between runs.
     """
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep
 
     def run(loaded, out):
-        runs = len(loaded.runs) + len(loaded.combinations) * loaded.spec.uncertainty  # with its parameter draws
-        _announce([c.loaded for c in loaded.combinations], runs, workers or loaded.spec.backend.workers)
+        if not progress:  # quiet but for a warning when the work is large
+            runs = len(loaded.runs) + len(loaded.combinations) * loaded.spec.uncertainty  # with its parameter draws
+            _announce([c.loaded for c in loaded.combinations], runs, workers or loaded.spec.backend.workers)
         return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
-                     allow_user_code=allow_user_code)
+                     allow_user_code=allow_user_code, budget=_budget(budget), announce=_say if progress else None)
 
     df = _resumable(lambda: load_sweep_spec(sweep_path, uncertainty=draws), "sweep", out_dir, run)
     click.echo(format_sweep(df), nl=False)
@@ -452,9 +505,10 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress over the compared settings' runs, then the trials, on stderr: a bar on a terminal, a log "
                    "line every 30 s otherwise.")
+@budget_option
 def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, workers: int | None,
                      dask_address: str | None, backend: str | None, force: bool, allow_user_code: bool,
-                     progress: bool) -> None:  # fmt: skip
+                     progress: bool, budget: str | None) -> None:  # fmt: skip
     """Search settings that keep constraints in every scenario and seed at the best objective.
 
     Optuna's TPE sampler picks the settings (any numeric or listed scenario field: a LIST
@@ -462,6 +516,8 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
     seed, through the same backends as sweeps. Prints the best settings, the settings compared
     with (every shipped LIST policy unless the file says otherwise) and the Pareto front of
     peak memory against the objective; writes them, and pareto.png, to the result directory.
+    It first says how many runs are left at most and about how long they take; with --budget it
+    stops between batches of trials (and rerunning the same command goes on from there).
     """
     def load():
         from simapf.search import load_optimize_spec
@@ -475,10 +531,12 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         s = loaded.spec
         n_trials = check_trials(loaded, trials)
         compared = len(loaded.compare_with)
-        _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
-                  (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
+        if not progress:  # quiet but for a warning when the work is large
+            _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
+                      (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
-                        progress=progress, force=force, allow_user_code=allow_user_code)
+                        progress=progress, force=force, allow_user_code=allow_user_code, budget=_budget(budget),
+                        announce=_say if progress else None)  # fmt: skip
 
     result = _resumable(load, "optimize", out_dir, run)
     click.echo(result.summary_text(), nl=False)
@@ -487,8 +545,11 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
 def _resumable(load, kind: str, out_dir: str | None, run):
     """A command that writes a resumable result directory (sweep, optimize): load its file, run
     it into `out_dir` (default: the file's `out`, else ./KIND-NAME), and end in one line on an
-    error, or on Ctrl-C with where the finished runs are."""
+    error, or on Ctrl-C with where the finished runs are, or with what is left and the command
+    that continues when its budget is spent."""
     from pathlib import Path
+
+    from simapf.budget import BudgetReached
 
     try:
         loaded = load()
@@ -500,6 +561,8 @@ def _resumable(load, kind: str, out_dir: str | None, run):
             raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
+    except BudgetReached as err:
+        _budget_stop(err)
     except KeyboardInterrupt:
         click.echo(f"simapf: interrupted; finished runs are in {out_dir}: run the same command to resume",
                    err=True)  # fmt: skip

@@ -8,6 +8,12 @@ scenario and seed at the best objective (a p99 latency, say), found with Optuna.
 
     result = simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt")
     print(result.summary_text())
+    simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt", budget="10m")  # then goes on
+
+A search given a time budget (simapf.budget) stops once it is spent: during the compared
+settings' runs, between runs; during the search, between batches of trials (every trial asked
+is told), with the sampler's state in the study, so that the same call goes on from there and
+finds what a search never stopped finds.
 
 The package is `search`, not `optimize`, so that importing it never replaces the function
 `simapf.optimize` with a module.
@@ -17,11 +23,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
+from simapf.budget import Budget
+from simapf.estimate import recorded
 from simapf.errors import ConfigError
 from simapf.search.report import OptimizeResult, write_report
 from simapf.search.study import (
     Evaluator,
+    Stopped,
+    estimate_line,
+    finished_trials,
     import_optuna,
     refuse_user_code,
     result_directory,
@@ -31,7 +43,7 @@ from simapf.search.study import (
 )
 from simapf.search.spec import MAX_TRIALS, LoadedOptimization, OptimizeSpec, load_optimize_spec
 from simapf.sweeps.spec import MAX_SWEEP_RUNS
-from simapf.sweeps.backends import choose, release_workers, session
+from simapf.sweeps.backends import choose, cpu_count, release_workers, session
 
 __all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "check_trials", "load_optimize_spec", "optimize"]
 
@@ -60,6 +72,8 @@ def optimize(
     progress: bool = False,
     force: bool = False,
     allow_user_code: bool = False,
+    budget: Budget | str | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> OptimizeResult:
     """Run (or resume) a search and return what it found.
 
@@ -68,7 +82,14 @@ def optimize(
     overrides the file's. `workers`, `backend` ("joblib", "dask", "serial") and `dask` (a
     scheduler address) choose where runs execute, as for sweeps; the result does not depend on
     them. On Dask workers a scenario's own policy module runs only with `allow_user_code`.
+
+    `budget` (a `simapf.budget.Budget`, or a duration such as "10m" counted from now): stop once
+    it is spent (see the module's docstring), raising `simapf.budget.BudgetReached`; a budget
+    needs `out`. `announce`: called, before any run, with a line that says how many runs are
+    left at most and how long they should take (`simapf.estimate`).
     """
+    if not isinstance(budget, Budget):
+        budget = Budget.parse(budget)
     optuna = import_optuna()
     loaded = spec if isinstance(spec, LoadedOptimization) else load_optimize_spec(spec)
     s = loaded.spec
@@ -77,15 +98,24 @@ def optimize(
         refuse_user_code(loaded)
     n_trials = check_trials(loaded, trials)
     out_dir = Path(out) if out is not None else (loaded.base_dir / s.out if s.out else None)
+    if budget.limited and out_dir is None:
+        raise ConfigError("optimize: a budget needs a result directory (out) to continue from")
     start = time.perf_counter()
-    with result_directory(out_dir, loaded, force) as (runs_dir, storage):
+    workers = chosen.workers or cpu_count()
+    with result_directory(out_dir, loaded, force) as (runs_dir, storage), recorded() as timings:
         study = study_for(optuna, loaded, storage)
         try:
             with session(chosen) as run:
-                ev = Evaluator(loaded, run, runs_dir)
-                compared = ev.evaluate_all(loaded.compare_with, progress)
+                ev = Evaluator(loaded, run, runs_dir, budget, workers, timings)
+                if announce is not None:
+                    announce(estimate_line(ev, n_trials, finished_trials(optuna, study), workers, budget))
+                try:
+                    compared = ev.evaluate_all(loaded.compare_with, progress)
+                except Stopped as stop:
+                    raise budget.reached(f"optimize {loaded.name}, the compared settings' runs (then {n_trials} "
+                                         "trials)", stop.done, stop.total, "runs", kept=str(out_dir) if stop.done else None) from None
                 resume(optuna, study)
-                search(optuna, study, ev, n_trials, progress)
+                search(optuna, study, ev, n_trials, progress, budget, str(out_dir))
         finally:
             release_workers()
         result = OptimizeResult.build(loaded, study, compared, ev.ran, out_dir, chosen.describe(),

@@ -8,6 +8,12 @@ change the verdict. Optuna records such a trial as pruned.
 A run is known by what it simulates, so the same scenario and seed asked for by two trials (or by
 a compared setting) runs once; with a result directory every finished run is written to `runs/`
 (the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
+
+A time budget (simapf.budget) stops a search between runs of the compared settings, or between
+batches of trials, never inside one, so that every trial asked for has been told. The sampler's
+random state goes into the study when it stops (`save_sampler`) and is taken up again when the
+search goes on (`restore_sampler`): the trials after a budget stop are those a search never
+stopped would have asked for.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
+from simapf.budget import Budget, run_within
 from simapf.errors import ConfigError, SimapfError
+from simapf.estimate import Runs, Stage, Timings, estimate, key_of_task
 from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
@@ -34,14 +42,29 @@ RUNS = "runs"
 # ------------------------------------------------------------------------------- runs
 
 
+class Stopped(Exception):
+    """The budget was spent before every run asked for was done: `done` of `total`."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"{done} of {total} runs")
+        self.done = done
+        self.total = total
+
+
 class Evaluator:
-    """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`)."""
+    """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`);
+    each run's time goes into `timings` (simapf.estimate). The runs of the compared settings stop
+    between runs once `budget` is spent, handed to `workers` in rounds (simapf.budget.run_within)."""
 
     def __init__(self, loaded: LoadedOptimization, run: Callable[[Sequence[RunTask]], Iterator[dict]],
-                 runs_dir: Path | None) -> None:  # fmt: skip
+                 runs_dir: Path | None, budget: Budget | None = None, workers: int = 1,
+                 timings: Timings | None = None) -> None:  # fmt: skip
         self.loaded = loaded
         self.run = run
         self.runs_dir = runs_dir
+        self.budget = budget or Budget()
+        self.workers = workers
+        self.timings = timings
         self.rows: dict[str, dict[str, Any]] = {}  # run id -> row, this session's and the directory's
         self._read_directory = runs_dir is None
         s = loaded.spec
@@ -57,8 +80,29 @@ class Evaluator:
         key = {"run_id": rid, "scenario": case.name, "seed": seed, "settings": canonical_json(settings)}
         return RunTask(key=key, scenario=data, files=files, label=rid)
 
-    def results(self, tasks: list[RunTask]) -> dict[str, dict[str, Any]]:
-        """Rows of `tasks` by run id: finished ones from before, the rest run now."""
+    def results(self, tasks: list[RunTask], budgeted: bool = False) -> dict[str, dict[str, Any]]:
+        """Rows of `tasks` by run id: finished ones from before, the rest run now; `budgeted`:
+        only while the budget lasts (else `Stopped`)."""
+        todo = self.todo(tasks)
+        by_id = {t.key["run_id"]: t for t in todo}
+        rows = run_within(self.budget, todo, self.run, self.workers, lambda row: row["wall_s"]) if budgeted \
+            else self.run(todo)
+        ran = 0
+        for row in rows:
+            if self.runs_dir is not None:
+                store.write_run(self.runs_dir, row)
+            if self.timings is not None:
+                self.timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
+            self.rows[row["run_id"]] = row
+            self.ran += 1
+            ran += 1
+            self.on_run()
+        if ran < len(todo):
+            raise Stopped(len(tasks) - len(todo) + ran, len(tasks))
+        return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
+
+    def todo(self, tasks: list[RunTask]) -> list[RunTask]:
+        """Those of `tasks` not done before, each once."""
         self._read_earlier()
         todo, seen = [], set()
         for t in tasks:
@@ -66,13 +110,7 @@ class Evaluator:
             if rid not in self.rows and rid not in seen:
                 seen.add(rid)
                 todo.append(t)
-        for row in self.run(todo):
-            if self.runs_dir is not None:
-                store.write_run(self.runs_dir, row)
-            self.rows[row["run_id"]] = row
-            self.ran += 1
-            self.on_run()
-        return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
+        return todo
 
     def _read_earlier(self) -> None:
         if not self._read_directory:
@@ -97,7 +135,7 @@ class Evaluator:
         bar = progress_bar(todo, f"{self.loaded.name}, compared settings", "runs", progress and todo > 0)
         try:
             self.on_run = lambda: bar.update(1)
-            rows = self.results([t for ts in tasks.values() for t in ts])
+            rows = self.results([t for ts in tasks.values() for t in ts], budgeted=True)
         finally:
             self.on_run = _nothing
             bar.close()
@@ -153,7 +191,7 @@ def resume(optuna, study) -> None:
         study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
 
 
-def _finished(optuna, study) -> int:
+def finished_trials(optuna, study) -> int:
     """Trials with a verdict: complete, stopped early, or refused by a scenario (not those a
     killed search left running, which are asked again)."""
     TrialState = optuna.trial.TrialState
@@ -179,21 +217,114 @@ def _number(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool) -> None:
+def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool, budget: Budget | None = None,
+           kept: str | None = None) -> None:  # fmt: skip
+    """Ask, run and tell trials until `n_trials` have a verdict; stop between batches once
+    `budget` is spent (`BudgetReached`, the sampler's state saved in the study)."""
     from simapf.progress import progress_bar
 
     loaded = ev.loaded
+    budget = budget or Budget()
     space = distributions(optuna, loaded.spec.parameters)
-    done = _finished(optuna, study)
+    done = finished_trials(optuna, study)
+    restore_sampler(study, done)
     bar = progress_bar(max(n_trials, done), loaded.name, "trials", progress, initial=done)
     try:
         while done < n_trials:
+            if budget.spent() and ev.ran > 0:  # once this call has run something: it always gets on
+                save_sampler(study, done)
+                raise budget.reached(f"optimize {loaded.name}", done, n_trials, "trials", kept=kept if ev.rows else None,
+                                     left_s=_trials_left_s(ev, n_trials - done))  # fmt: skip
             batch = [study.ask(space) for _ in range(min(loaded.spec.batch, n_trials - done))]
             for trial in _run_batch(optuna, study, ev, batch):
                 bar.update(1)
-            done = _finished(optuna, study)
+            done = finished_trials(optuna, study)
     finally:
         bar.close()
+
+
+SAMPLER_STATE = "simapf:sampler_state"  # the study's user attribute that holds it
+
+
+def _samplers(study) -> list[Any]:
+    """The random states the study's sampler draws from (TPE's, and its start-up sampler's)."""
+    sampler = study.sampler
+    found = [getattr(sampler, "_rng", None), getattr(getattr(sampler, "_random_sampler", None), "_rng", None)]
+    return [s.rng for s in found if s is not None and hasattr(s, "rng")]
+
+
+def save_sampler(study, done: int) -> None:
+    """Keep the sampler's random state in the study, with the number of trials it follows."""
+    states = []
+    for rng in _samplers(study):
+        kind, keys, pos, has_gauss, cached = rng.get_state()
+        states.append([kind, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)])
+    study.set_user_attr(SAMPLER_STATE, {"trials": done, "states": states})
+
+
+def restore_sampler(study, done: int) -> None:
+    """Take up the random state a budget stop kept, if it follows exactly the trials there are
+    (after a search killed instead, the sampler starts afresh, as it always did)."""
+    import numpy as np
+
+    kept = study.user_attrs.get(SAMPLER_STATE)
+    rngs = _samplers(study)
+    if not isinstance(kept, dict) or kept.get("trials") != done or len(kept.get("states") or []) != len(rngs):
+        return
+    if len(study.get_trials(deepcopy=False)) != done:  # trials asked and never told: not a budget stop
+        return
+    for rng, (kind, keys, pos, has_gauss, cached) in zip(rngs, kept["states"]):
+        rng.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+def _trials_left_s(ev: Evaluator, trials: int) -> float | None:
+    """About how long `trials` more take, from this search's runs' timings."""
+    times = [float(r["wall_s"]) for r in ev.rows.values() if isinstance(r.get("wall_s"), (int, float))]
+    if not times:
+        return None
+    s = ev.loaded.spec
+    per_round = max(1, min(ev.workers, s.batch * len(ev.loaded.cases)))
+    return sum(times) / len(times) * trials * len(s.seeds) * len(ev.loaded.cases) / per_round
+
+
+def estimate_line(ev: Evaluator, n_trials: int, done: int, workers: int, budget: Budget) -> str:
+    """The line that says how many runs are left at most (a trial may stop early) and how long
+    they take: the compared settings' runs not done yet, then the trials' runs, each scenario
+    timed at the ends of the parameters' ranges."""
+    loaded = ev.loaded
+    s = loaded.spec
+    compared = ev.todo([ev.task(c, settings, seed) for settings in loaded.compare_with.values()
+                        for seed in s.seeds for c in loaded.cases])  # fmt: skip
+    by_run = {t.key["run_id"]: t for t in compared}
+    stages = []
+    if compared:
+        runs = [Runs(loaded.load(_case(loaded, t.key["scenario"]), _settings(t), t.key["seed"])) for t in by_run.values()]
+        stages.append(Stage(runs, workers))
+    trials = max(n_trials - done, 0)
+    if trials:
+        ends = [{k: p.ends()[i] for k, p in s.parameters.items()} for i in (0, -1)]
+        half = trials * len(s.seeds) / 2
+        runs = [Runs(loaded.load(c, settings, s.seeds[0]), count)
+                for c in loaded.cases for settings, count in zip(ends, (math.floor(half), math.ceil(half)))]  # fmt: skip
+        per_round = max(1, min(workers, s.batch * len(loaded.cases)))
+        stages.append(Stage(runs, per_round))
+    found = estimate(stages, ev.timings)
+    n = len(compared) + trials * len(s.seeds) * len(loaded.cases)
+    parts = [f"{trials:,} trial{'s' if trials != 1 else ''} of {len(s.seeds) * len(loaded.cases)} runs"] if trials else []
+    if compared:
+        parts.insert(0, f"{len(compared):,} runs of the compared settings")
+    planned = f"at most {n:,} runs ({', then '.join(parts) or 'none left'})"
+    return found.line(f"optimize {loaded.name}", planned, budget)
+
+
+def _case(loaded: LoadedOptimization, name: str) -> ScenarioCase:
+    return next(c for c in loaded.cases if c.name == name)
+
+
+def _settings(task: RunTask) -> dict[str, Any]:
+    import json
+
+    return json.loads(task.key["settings"])
 
 
 def _run_batch(optuna, study, ev: Evaluator, batch: list) -> Iterator[Any]:

@@ -3,24 +3,30 @@
     df = simapf.sweep("sweeps/policies-size-qps.yaml", out="results/psq")   # all local cores
     df = simapf.sweep("sweep.yaml", out="results/x", dask="tcp://scheduler:8786")
     df = simapf.sweep("sweep.yaml", out="results/x", uncertainty=20)   # and 90 % intervals
+    df = simapf.sweep("sweep.yaml", out="results/x", budget="10m")     # stop after 10 minutes
 
 With an output directory, every finished run is written there at once (see `store`), and calling
-`sweep` again with the same directory resumes: runs already there are not run again.
+`sweep` again with the same directory resumes: runs already there are not run again. So a sweep
+given a time budget (simapf.budget) stops between runs once it is spent, and the same call
+without it (or with another) goes on from there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from simapf import __version__
+from simapf.budget import Budget, run_within
 from simapf.errors import ConfigError, SimapfError
+from simapf.estimate import Runs, Stage, Timings, estimate, key_of_task, recorded
 from simapf.sweeps import store
-from simapf.sweeps.backends import Backend, choose, release_workers, run_tasks
+from simapf.sweeps.backends import Backend, choose, cpu_count, release_workers, run_tasks, session
 from simapf.sweeps.measure import RunTask, bundle
-from simapf.sweeps.plan import PlannedRun
+from simapf.sweeps.plan import PlannedRun, point_run_id
 from simapf.sweeps.progress import with_progress
 from simapf.sweeps.spec import LoadedSweep, SweepSpec, load_sweep_spec
 from simapf.sweeps.uncertainty import draw_ids, draw_tasks
@@ -39,6 +45,8 @@ def sweep(
     force: bool = False,
     allow_user_code: bool = False,
     uncertainty: int | None = None,
+    budget: Budget | str | None = None,
+    announce: Callable[[str], None] | None = None,
 ):
     """Run a sweep and return its summary DataFrame (one row per run: run_id, replication,
     seed, the factor values, then the metrics; see docs/compare-and-sweep.md).
@@ -54,12 +62,23 @@ def sweep(
     whichever backend and however many workers run them; only `wall_s` differs.
     A scenario that names the user's own policy module runs that code wherever it runs; on
     Dask workers (other machines, other people's) only with `allow_user_code`.
+
+    `budget` (a `simapf.budget.Budget`, or a duration such as "10m" counted from now): stop
+    between runs once it is spent, raising `simapf.budget.BudgetReached`; the runs finished are
+    in `out` (which a budget needs), and calling `sweep` again goes on from there. `announce`:
+    called, before any run, with a line that says how many runs are left and how long they
+    should take (`simapf.estimate`; it times a short pilot of the scenarios when no earlier
+    run's timing is known).
     """
+    if not isinstance(budget, Budget):
+        budget = Budget.parse(budget)
     loaded = _loaded(spec, base_dir, uncertainty)
     chosen = choose_backend(loaded.spec, backend, workers, dask)
     if chosen.kind == "dask" and not allow_user_code:
         _refuse_user_code_on_workers(loaded)
     out_dir = Path(out) if out is not None else (loaded.base_dir / loaded.spec.out if loaded.spec.out else None)
+    if budget.limited and out_dir is None:
+        raise ConfigError("sweep: a budget needs a result directory (out) to continue from")
     bundles = [bundle(c.loaded) for c in loaded.combinations]  # shared by a combination's replications
     reps = loaded.spec.replications
     tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps]) for run in loaded.runs}
@@ -72,11 +91,15 @@ def sweep(
     try:
         if out_dir is None:
             rows = {}
-            for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
-                rows[row["run_id"]] = store.row_table(row)
+            with recorded() as timings:
+                if announce is not None:
+                    announce(_estimate_line(loaded, list(tasks.values()), len(order), chosen, budget, timings))
+                for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
+                    rows[row["run_id"]] = store.row_table(row)
+                    timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
             tables, skipped = rows, 0
         else:
-            tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress, force)
+            tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress, force, budget, announce)
     finally:
         release_workers()
     df = store.results({rid: tables[rid] for rid in order}, mine)
@@ -147,14 +170,49 @@ def manifest(loaded: LoadedSweep) -> dict[str, Any]:
     }
 
 
+def _estimate_line(loaded: LoadedSweep, todo: list[RunTask], total: int, chosen: Backend, budget: Budget,
+                   timings: Timings) -> str:  # fmt: skip
+    """The line that says how many of the sweep's runs are to be done and how long they take:
+    each combination's runs (its parameter draws too) timed as that combination's."""
+    by_id = {run.run_id: loaded.combination(run).loaded for run in loaded.runs}
+    counts: dict[int, int] = {}
+    scenario_of: dict[int, Any] = {}
+    for t in todo:
+        scenario = by_id[point_run_id(t.key["run_id"])]
+        counts[id(scenario)] = counts.get(id(scenario), 0) + 1
+        scenario_of[id(scenario)] = scenario
+    runs = [Runs(scenario_of[k], n) for k, n in counts.items()]
+    found = estimate([Stage(runs, chosen.workers or cpu_count())], timings)
+    planned = f"about {len(todo):,} runs" + (f" ({total - len(todo):,} of {total:,} already done)" if len(todo) < total else "")
+    return found.line(f"sweep {loaded.name}", planned, budget)
+
+
+@contextlib.contextmanager
+def _no_session():
+    yield lambda tasks: iter(())
+
+
+def _left_s(timings: Timings, todo: list[RunTask], workers: int) -> float | None:
+    """About how long the runs left take, from their scenarios' timings (a scenario not run yet
+    as long as the others' mean); None if none ran."""
+    each = [timings.get(key_of_task(t)) for t in todo]
+    known = [s for s in each if s is not None]
+    if not known:
+        return None
+    mean = sum(known) / len(known)
+    each = [mean if s is None else s for s in each]
+    return max(sum(each) / max(1, min(workers, len(each))), max(each))
+
+
 def _run_into(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
-              progress: bool, force: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
+              progress: bool, force: bool, budget: Budget, announce: Callable[[str], None] | None,
+              ) -> tuple[dict[str, Any], int]:  # fmt: skip
     with store.result_directory(out, out.is_dir() and store.read_manifest(out) is not None, force, "sweep", out):
-        return _run_locked(out, loaded, tasks, order, chosen, progress)
+        return _run_locked(out, loaded, tasks, order, chosen, progress, budget, announce)
 
 
 def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
-                progress: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
+                progress: bool, budget: Budget, announce: Callable[[str], None] | None) -> tuple[dict[str, Any], int]:  # fmt: skip
     with store.locked(out):
         mine = manifest(loaded)
         theirs = store.read_manifest(out)
@@ -167,8 +225,20 @@ def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order
         tables = store.scan(out, set(order))
         skipped = len(tables)
         todo = [tasks[rid] for rid in order if rid not in tables]
-        for row in with_progress(run_tasks(todo, chosen), len(order), skipped, loaded.name, progress):
-            store.write_run(out, row)
+        workers = chosen.workers or cpu_count()
+        ran = 0
+        with recorded() as timings, session(chosen) if todo else _no_session() as run:
+            if announce is not None and todo:
+                announce(_estimate_line(loaded, todo, len(order), chosen, budget, timings))
+            rows = run_within(budget, todo, run, workers, lambda row: row["wall_s"])
+            for row in with_progress(rows, len(order), skipped, loaded.name, progress):
+                store.write_run(out, row)
+                timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
+                ran += 1
+        if ran < len(todo):
+            left = len(todo) - ran
+            raise budget.reached(f"sweep {loaded.name}", len(order) - left, len(order), "runs",
+                                 kept=str(out) if skipped + ran else None, left_s=_left_s(timings, todo[ran:], workers))
         # Read back what is on disk: the table is what load_sweep(out) will give, whoever wrote it.
         for rid in order:
             if rid not in tables:

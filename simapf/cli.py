@@ -392,15 +392,23 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
 @click.option("--check", "check_dir", is_flag=True,
               help="SPEC_OR_DIR is a figures directory: say whether each figure is still current (exit 1 if not).")
 @force_option
-def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...], check_dir: bool, force: bool) -> None:
+@budget_option
+def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...], check_dir: bool, force: bool,
+                    budget: str | None) -> None:  # fmt: skip
     """Make the figures of a spec (PNG, SVG, PDF with their provenance), or check a directory of them.
 
     simapf figures figures/kep.yaml --out docs/figures; simapf figures --check docs/figures
+
+    It first says how many runs the figures take and about how long; with --budget it stops
+    between figures, writes those made, and says the command (with --only) that makes the rest.
     """
+    from simapf.budget import BudgetReached
     from simapf import kepfigures
 
     try:
         if check_dir:
+            if budget:
+                raise SimapfError("figures: --budget is for making figures; --check reads them only")
             verdicts = kepfigures.check(spec_or_dir)
             for name, verdict in verdicts:
                 click.echo(f"{name}: {verdict}")
@@ -409,9 +417,11 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
             raise SimapfError("figures: --out DIR is needed to make figures (or --check DIR to check them)")
         _check_out(out_dir, "figures", force)
         files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
-                                log=lambda m: click.echo(m, err=True))  # fmt: skip
+                                log=lambda m: click.echo(m, err=True), budget=_budget(budget), announce=_say)  # fmt: skip
     except SimapfError as err:
         _fail(err)
+    except BudgetReached as err:
+        _budget_stop(err)
     click.echo(f"wrote {len(files)} files to {out_dir}/")
 
 

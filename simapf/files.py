@@ -499,7 +499,7 @@ def check_output_directory(out: Path, kind: str, force: bool = False, option: st
 
 
 @contextmanager
-def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bool = False,
+def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bool | Callable[[], bool] = False,
                      option: str = "--out") -> Iterator[Path]:  # fmt: skip
     """Yield an empty staging directory; when the block ends, its files are `out`'s.
 
@@ -507,8 +507,9 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
     appears whole (the staging directory is renamed to it); an existing one receives the new
     files by rename, after which simapf's files of its earlier output that this one does not
     write are removed, unless `keep_earlier` (an update of part of the output: they stay
-    simapf's). If the block fails (an exception, or a signal the CLI turns into one), the
-    staging directory is removed, and so are the folders made for `out`: `out` is as it was.
+    simapf's; a function is asked when the block ends, for output that turns out partial). If
+    the block fails (an exception, or a signal the CLI turns into one), the staging directory
+    is removed, and so are the folders made for `out`: `out` is as it was.
     If the process is killed, the next output of this `kind` there removes its staging.
     """
     check_output_directory(out, kind, force, option)
@@ -521,7 +522,7 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
     try:
         with _staging(staging_parent, kind) as tmp:
             yield tmp
-            _move_into(tmp, out, kind, existed, keep_earlier)
+            _move_into(tmp, out, kind, existed, keep_earlier() if callable(keep_earlier) else keep_earlier)
     except BaseException:
         _unmake_folder(staging_parent, made)
         raise

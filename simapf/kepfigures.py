@@ -32,6 +32,11 @@ hashes of the resolved scenario and the calibration, seeds, replications) goes i
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
 same spec and seeds give byte-identical PNG and SVG files.
+
+Before the first figure, `make` says how many runs the figures take and about how long
+(simapf.estimate). With a time budget (simapf.budget) it stops between figures once the budget
+is spent: the figures made so far are written (the directory's other figures are kept, as with
+`--only`), and the figures left are made by the same command with `--only` each of them.
 """
 
 from __future__ import annotations
@@ -482,11 +487,53 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
     return paths + [side]
 
 
+def planned_runs(fig: Figure, base: Path) -> Any:
+    """The runs a figure rests on, as a `simapf.estimate.Stage` (for the estimate of its time)."""
+    from simapf.estimate import Runs, Stage
+    from simapf.sweeps.backends import cpu_count
+
+    if isinstance(fig, TimeseriesFigure):
+        return Stage([Runs(_scenario(fig, base))])
+    if isinstance(fig, PoliciesFigure):
+        from simapf.comparison.policies import parse_policy
+        from simapf.scenario import load_scenario
+
+        loaded = _scenario(fig, base)
+        return Stage([Runs(load_scenario(loaded.scenario, parse_policy(p).overrides(), base_dir=loaded.base_dir),
+                           fig.replications) for p in fig.policies])  # fmt: skip
+    if isinstance(fig, SweepFigure):
+        from simapf.sweeps.spec import load_sweep_spec
+
+        sweep = load_sweep_spec(base / fig.sweep)
+        return Stage([Runs(c.loaded, sweep.spec.replications) for c in sweep.combinations])
+    if isinstance(fig, CalibrationFigure):
+        from simapf.calibrate.data import cells, load_rows
+        from simapf.calibrate.record import load_params
+        from simapf.calibrate.scenario import scenario_for
+        from simapf.scenario import load_scenario
+
+        params, setup, _record = load_params()
+        return Stage([Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(load_rows())],
+                     cpu_count())  # fmt: skip
+    from simapf.calibrate.validation import table_runs
+
+    return Stage([Runs(loaded, n) for loaded, n in table_runs()], cpu_count())
+
+
 def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = None, force: bool = False,
-         log=lambda m: None) -> list[Path]:  # fmt: skip
-    """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files."""
+         log=lambda m: None, budget: Any = None, announce=None) -> list[Path]:  # fmt: skip
+    """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files.
+
+    `announce`: called, before the first figure, with a line that says how many runs the
+    figures take and about how long (simapf.estimate). `budget` (simapf.budget.Budget): once it
+    is spent, make no more figures (the one being made is finished), write those made, and raise
+    `simapf.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
+    rest."""
+    from simapf.budget import Budget
     from simapf.files import output_directory
     from simapf.provenance import build_record
+
+    budget = budget or Budget()
 
     spec, base = load_spec(spec_path)
     wanted = [f for f in spec.figures if not only or f.name in only]
@@ -501,12 +548,18 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
                 inputs(f, base)
             except ConfigError as err:
                 raise ConfigError(f"{spec_path}: figures[{i}] ({f.name}): {err}") from None
+    if announce is not None:
+        _announce(spec, wanted, base, budget, announce)
     out = Path(out_dir)
     written: list[Path] = []
-    # Making some of the figures updates them and keeps the others.
+    left: list[Figure] = []
+    # Making some of the figures updates them and keeps the others; so does a budget's stop.
     started = time.monotonic()
-    with output_directory(out, "figures", force, keep_earlier=bool(only)) as tmp:
+    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp:
         for i, f in enumerate(wanted, 1):
+            if i > 1 and budget.spent():  # every call makes one figure at least: it always gets on
+                left = wanted[i - 1 :]
+                break
             # Which figure runs now and how long each took: one may take minutes (its
             # simulations), and nothing else is said while it runs.
             log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
@@ -529,7 +582,26 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
             log(f"figure {i}/{len(wanted)} {f.name}: {_seconds(time.monotonic() - began)} "
                 f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
+    if left:
+        resume = [a for f in left for a in ("--only", f.name)]
+        raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=str(out),
+                             resume=resume)  # fmt: skip
     return written
+
+
+def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce) -> None:
+    """Say how many runs the figures take and how long. A figure whose runs cannot be planned
+    says why when it is drawn, as it did before there were estimates."""
+    from simapf.errors import SimapfError
+    from simapf.estimate import estimate
+
+    try:
+        stages = [planned_runs(f, base) for f in wanted]
+    except SimapfError:
+        return
+    found = estimate(stages)
+    planned = f"about {found.runs:,} runs for {len(wanted)} figure{'s' if len(wanted) != 1 else ''}"
+    announce(found.line(f"figures {spec.name}", planned, budget))
 
 
 def _seconds(s: float) -> str:

@@ -529,6 +529,14 @@ def _cost_hint(scenario: str, base: Path) -> float:
         return 0.0
 
 
+def table_runs(path: str | Path = TABLE, seeds: int = SEEDS) -> list[tuple[Any, int]]:
+    """What `run_table` runs for the whole table: each scenario it loads, with its runs (one per
+    seed); for an estimate of its time (simapf.estimate)."""
+    path = Path(path)
+    keys = {part.run_key for row in _build(load_table(path)).values() for part in row.parts}
+    return [(_load(s, str(path.parent), json.loads(o)), seeds) for s, o in sorted(keys)]
+
+
 def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers: int | None = None,
               path: str | Path = TABLE, seeds: int = SEEDS, draws: Any = None) -> pd.DataFrame:  # fmt: skip
     """Run the table's scenarios (or only what `rows`, a list of ids, needs) and compare; each

@@ -615,14 +615,18 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 @click.option("--quiet", is_flag=True, help="No progress (a bar on a terminal, log lines otherwise).")
 @click.option("--force", is_flag=True,
               help="Replace an existing --out (or its Jacobian) that is not a calibration record (never --data).")
+@budget_option
 def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs, dask_address, backend, free_keys,
-              loss, report, params_path, logo, quiet, force) -> None:  # fmt: skip
+              loss, report, params_path, logo, quiet, force, budget) -> None:  # fmt: skip
     """Fit the resource model to the measured LIST memory experiment, or report on a fit.
 
     Every row of the data is simulated at 1, 10 and 100 seats as the experiment ran it, and
     scipy's least_squares fits the free parameters to peak memory and CPU together. Prints
-    the fit's error figures.
+    the fit's error figures. It first says how many runs the fit takes at most and about how
+    long; with --budget it stops between grid evaluations and writes the best point so far to
+    OUT-STEM.unfinished.yaml (never to --out), to go on from with --start.
     """
+    from simapf.budget import BudgetReached
     from simapf.calibrate.command import calibrate as run_calibrate
     from simapf.calibrate.command import check_out
     from simapf.calibrate.report import generate
@@ -630,8 +634,11 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
 
     progress = not quiet
     try:
+        if report and budget:
+            raise SimapfError("calibrate: --budget is for a fit; --report runs to its end (docs/validation.md "
+                              "is written whole or not at all)")  # fmt: skip
         if not report:
-            check_out(out_path, data_path, force)
+            check_out(out_path, data_path, force, budget=bool(budget))
         where = choose(backend, jobs, dask_address)
         if report:
             summary = generate(params_path, data_path, logo_mode=logo, progress=progress, backend=where)
@@ -639,9 +646,11 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
             keys = [k.strip() for k in free_keys.split(",") if k.strip()] if free_keys else None
             summary = run_calibrate(data_path, out_path, start_path, max_iterations, free_keys=keys,
                                     progress=progress, loss=loss, backend=where, noise_floor=noise_floor,
-                                    force=force)  # fmt: skip
+                                    force=force, budget=_budget(budget), announce=_say if progress else None)  # fmt: skip
     except SimapfError as err:
         _fail(err)
+    except BudgetReached as err:
+        _budget_stop(err)
     for key, value in summary.items():
         click.echo(f"{key}: {value}")
 

@@ -11,12 +11,22 @@ ServerParams YAML gets the built-in set and the default loss). It reuses the Jac
 next to the start record when it belongs to the same values (so a refit costs its iterations
 only), and writes the new record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`,
 which says where its finite differences were taken if not at the record's values).
+
+It first says how many runs the fit takes at most and about how long (simapf.estimate). With a
+time budget (simapf.budget) the fit stops between grid evaluations once the budget is spent,
+and writes nothing to `--out`: the best point so far goes, as a whole record marked unfinished
+(`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml` with the fit's last
+Jacobian beside it, and the fit goes on from there with `--start` that record (and the
+iterations left). A fit always does one iteration before its budget can stop it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Callable
+
+from simapf.budget import Budget
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
 from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
@@ -26,7 +36,7 @@ from simapf.calibrate.record import (SHIPPED, build_record, is_record_file, load
 from simapf.calibrate.record import jacobian_path
 from simapf.calibrate.report import current_values, is_jacobian_file, jacobian_text, load_jacobian
 from simapf.files import check_output_file, write_output_file
-from simapf.sweeps.backends import Backend
+from simapf.sweeps.backends import Backend, cpu_count
 
 
 def _outputs(out: str | Path) -> list[tuple[Path, str, Any]]:
@@ -36,13 +46,58 @@ def _outputs(out: str | Path) -> list[tuple[Path, str, Any]]:
     return [(Path(out), "--out", is_record_file), (jacobian_path(out), "--out's Jacobian", is_jacobian_file)]
 
 
-def check_out(out: str | Path, data: str | Path | None, force: bool = False) -> None:
+def unfinished_path(out: str | Path) -> Path:
+    """Where a fit its budget stopped keeps the best point so far: `<out stem>.unfinished.yaml`."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.unfinished{p.suffix or '.yaml'}")
+
+
+def check_out(out: str | Path, data: str | Path | None, force: bool = False, budget: bool = False) -> None:
     """Refuse, before the fit, an --out that cannot be written or would lose the user's data (as
-    every output file: `simapf.files.check_output_file`); never the measured data."""
+    every output file: `simapf.files.check_output_file`); never the measured data. With a
+    `budget`, the unfinished record's files too."""
     inputs = [Path(data) if data is not None else DEFAULT_DATA]
     check_output_file(out, "--out", force, inputs, is_record_file)  # first: a directory has no Jacobian's name
     for path, option, ours in _outputs(out)[1:]:
         check_output_file(path, option, force, inputs, ours)
+    if budget:
+        for path, option, ours in _outputs(unfinished_path(out)):
+            check_output_file(path, f"{option} (unfinished, for --budget)", force, inputs, ours)
+
+
+def _grid_key(data_path: Path, workers: int) -> str:
+    """The key of a grid evaluation's time (simapf.estimate): its data, on so many workers."""
+    from simapf.estimate import cost_key
+
+    return cost_key({"calibrate": hashlib.sha256(data_path.read_bytes()).hexdigest(), "workers": workers})
+
+
+def planned_grids(free: int, max_iterations: int, given: bool) -> int:
+    """The most grid evaluations a fit takes: the start; finite differences there (unless
+    given), every REFRESH_EVERY iterations and at the solution, each at most one grid per free
+    parameter; and one per iteration."""
+    from simapf.calibrate.fit import REFRESH_EVERY
+
+    refreshes = (0 if given else 1) + (max_iterations - 1) // REFRESH_EVERY + 1
+    return 1 + max_iterations + free * refreshes
+
+
+def _estimate_line(rows, params, setup, free: int, given: bool, max_iterations: int, workers: int,
+                   per_grid_s: float | None, budget: Budget) -> str:  # fmt: skip
+    """The line a fit starts with: its runs at most, timed by the last fit's grid evaluations
+    here, or else by a pilot of the grid's cells."""
+    from simapf.calibrate.data import cells
+    from simapf.calibrate.scenario import scenario_for
+    from simapf.estimate import Runs, Stage, estimate
+    from simapf.scenario import load_scenario
+
+    grid = [Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(rows)]
+    grids = planned_grids(free, max_iterations, given)
+    found = estimate([Stage(grid, workers, times=grids, seconds=per_grid_s,
+                            measured="the last fit's grid evaluations here")])  # fmt: skip
+    planned = (f"at most {found.runs:,} runs ({grids} grid evaluations of {len(grid)} cells: {max_iterations} "
+               f"iterations, finite differences over {free} parameters)")  # fmt: skip
+    return found.line("calibrate", planned, budget, most=True)
 
 
 def calibrate(
@@ -58,14 +113,22 @@ def calibrate(
     backend: Backend | None = None,
     noise_floor: float | None = None,
     force: bool = False,
+    budget: Budget | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit, write the record and its Jacobian; returns the fit's summary figures.
 
     `free_keys` and `loss` default to the start record's (see the module's docstring).
     `backend`: where the cells run (default: `n_jobs` joblib workers). `noise_floor`: see
     `fit` (default NOISE_FLOOR). `force`: replace an existing `out` that is not a record (see
-    `check_out`)."""
-    check_out(out, data, force)
+    `check_out`). `budget`: stop between grid evaluations once it is spent, write the best point
+    so far as an unfinished record (see the module's docstring) and raise
+    `simapf.budget.BudgetReached`. `announce`: called, before the fit, with a line that says how
+    many runs it takes at most and how long."""
+    from simapf.estimate import recorded
+
+    budget = budget or Budget()
+    check_out(out, data, force, budget.limited)
     data_path = Path(data) if data is not None else DEFAULT_DATA
     rows = load_rows(data_path)
     start_path = Path(start) if start is not None else SHIPPED
@@ -74,18 +137,34 @@ def calibrate(
     loss = loss or record_loss(start_record)
     stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup), rows)
     given = GivenJacobian(*stored) if stored is not None else None
-    with Simulator(n_jobs, backend) as sim:
+    with Simulator(n_jobs, backend) as sim, recorded() as timings:
+        workers = sim.backend.workers or (1 if sim.backend.kind == "serial" else cpu_count())
+        grid_key = _grid_key(data_path, workers)
+        if announce is not None:
+            announce(_estimate_line(rows, params, setup, len(free), given is not None, max_iterations, workers,
+                                    timings.get(grid_key), budget))  # fmt: skip
         result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
                      progress=progress, log=log, given=given, loss=loss,
-                     noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor)  # fmt: skip
+                     noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor, budget=budget)  # fmt: skip
+        if result.evaluations:
+            timings.put(grid_key, result.wall_s / result.evaluations)
+    section = result.fit_section()
+    if result.stopped:
+        section["unfinished"] = result.stopped
     record = build_record(
         result.params, result.setup, data_path=data_path, rows=len(rows),
-        fit=result.fit_section(), error=result.summary.as_dict(),
+        fit=section, error=result.summary.as_dict(),
     )  # fmt: skip
-    texts = [record_text(record), jacobian_text(free, result.values, result.jacobian, result.residuals,
-                                                result.jacobian_at)]  # fmt: skip
-    for (path, option, ours), text in zip(_outputs(out), texts):
+    texts = [record_text(record)]
+    if result.jacobian is not None:
+        texts.append(jacobian_text(free, result.values, result.jacobian, result.residuals, result.jacobian_at))
+    written = unfinished_path(out) if result.stopped else out
+    for (path, option, ours), text in zip(_outputs(written), texts):
         write_output_file(path, text, "calibration", option, force, [data_path], ours)
+    if result.stopped:
+        left = max(max_iterations - result.iterations, 1)
+        raise budget.reached("calibrate", max_iterations - left, max_iterations, "iterations", kept=str(written),
+                             resume=("--start", str(written), "--max-iterations", str(left)))  # fmt: skip
     summary = result.summary.as_dict()
     summary.update(wall_s=round(result.wall_s, 1), iterations=result.iterations, grid_evaluations=result.evaluations)
     return summary

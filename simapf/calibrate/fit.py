@@ -34,6 +34,13 @@ a fit stops when the Jacobian's linear model predicts the next trial step to gai
 and the record keeps finite differences taken within one DIFF_STEP of its solution (updated
 along the fit's steps) rather than paying for a fresh set that would differ from them by as
 much as two sets a little apart differ from each other (calibration/validation-notes.md).
+
+A time budget (simapf.budget) stops a fit between grid evaluations (a Jacobian's finite
+differences are one batch of them), never inside one, and never before its first iteration is
+done, so that a fit continued from where it stopped always gets on. The fit then ends
+at the best point so far, as it does at the noise floor, with `FitResult.stopped` saying so: no
+fresh finite differences are taken for it, the last Jacobian (updated along the steps) goes
+with it.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import least_squares
 
+from simapf.budget import Budget
 from simapf.calibrate.data import Cell, Row, cells as all_cells
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_path, cell_plan, run_params
 from simapf.calibrate.grid import Simulator
@@ -81,6 +89,7 @@ WORST = 0.4  # the worst case the calibration asks for: no memory cell off by mo
 # ~0.9), one just beyond next to nothing: a bound finite differences can see.
 WORST_WEIGHT = 5.0
 BOTH = ("etcd", "cache")
+REFRESH_EVERY = 6  # iterations between two sets of finite differences (Broyden updates between)
 
 
 def scipy_loss(loss: str) -> str:
@@ -376,9 +385,10 @@ class Problem:
         simulator: Simulator,
         progress: Callable[[int], None] | None = None,
         given: GivenJacobian | None = None,
-        refresh_every: int | None = 6,
+        refresh_every: int | None = REFRESH_EVERY,
         loss: str = LOSS,
         chain_rule: bool = True,
+        budget: Budget | None = None,
     ) -> None:
         if not free:
             raise ConfigError("calibrate: no free parameters to fit")
@@ -399,6 +409,8 @@ class Problem:
         self.lo = np.minimum(lo, -1e-9)
         self.hi = np.maximum(hi, 1e-9)
         self.evaluations = 0.0  # grid-equivalents
+        self.budget = budget or Budget()
+        self.may_stop = False  # set once the fit has done an iteration: the budget may stop it then
         self._cache: dict[bytes, tuple[np.ndarray, dict]] = {}
         self.history = JacobianHistory(len(free), self.v0, given, refresh_every)
 
@@ -415,6 +427,8 @@ class Problem:
     def simulate(self, xs: list[np.ndarray], subsets: list[list[Cell]]) -> list[dict]:
         work = [(*self.at(x), sub) for x, sub in zip(xs, subsets)]
         n = sum(len(w[2]) for w in work)
+        if n and self.may_stop and self.budget.spent():
+            raise _BudgetSpent()
         self.evaluations += n / len(self.cells)
         return self.sim.run(work, progress=self.progress) if n else [{} for _ in work]
 
@@ -544,6 +558,10 @@ class _AtNoiseFloor(Exception):
     """The next trial step is predicted to gain less than the cost's noise floor."""
 
 
+class _BudgetSpent(Exception):
+    """The budget was spent before the next grid evaluation."""
+
+
 @dataclass
 class FitResult:
     params: ServerParams
@@ -556,13 +574,14 @@ class FitResult:
     evaluations: float  # grid-equivalents simulated
     cost: float
     message: str
-    jacobian: np.ndarray  # d residual / d ln(parameter) at the solution
+    jacobian: np.ndarray | None  # d residual / d ln(parameter) at the solution (None: a budget stopped it first)
     residuals: np.ndarray
     residual_rows: list[int]
     iterations: int = 0
     wall_s: float = 0.0
     loss: str = LOSS
     jacobian_at: dict[str, float] | None = None  # where its finite differences were taken, if not here
+    stopped: str | None = None  # why the fit stopped before it was done (a budget), if it did
 
     def jacobian_origin(self) -> str:
         """Where the Jacobian kept with the record comes from, in words."""
@@ -612,6 +631,7 @@ def fit(
     final_jacobian: bool = True,
     loss: str = LOSS,
     noise_floor: float = NOISE_FLOOR,
+    budget: Budget | None = None,
 ) -> FitResult:
     """Fit `free` to the cells of `rows` (except rows `exclude` picks), starting at `params`.
 
@@ -626,7 +646,9 @@ def fit(
     other (calibration/validation-notes.md). Without it: the last Jacobian, whatever it is.
     `noise_floor`: the fit stops when the next trial step is predicted to gain less cost than
     this (0: never).
-    `loss`: one of `LOSSES` (`worst`: scipy's linear, with the worst-case residuals)."""
+    `loss`: one of `LOSSES` (`worst`: scipy's linear, with the worst-case residuals).
+    `budget`: stop between grid evaluations once it is spent (the module's docstring); the
+    result's `stopped` says so, and its Jacobian is the last one (None if none was taken)."""
     from simapf.progress import progress_bar
     from simapf.progress import write as progress_write
 
@@ -638,7 +660,7 @@ def fit(
     t0 = time.perf_counter()
     bar = progress_bar(None, "calibrate", "runs", progress)
     prob = Problem(fit_rows, params, setup, free, simulator or Simulator(n_jobs), bar.update if progress else None,
-                   given=given, loss=loss)  # fmt: skip
+                   given=given, loss=loss, budget=budget)  # fmt: skip
     say = log or progress_write
     best: dict[str, Any] = {"cost": math.inf}
 
@@ -663,9 +685,11 @@ def fit(
         return r
 
     iterations = [0]
+    stopped: str | None = None
 
     def callback(intermediate_result=None) -> None:
         iterations[0] += 1
+        prob.may_stop = True
         say(f"calibrate: iteration {iterations[0]}, cost {best['cost']:.4f}")
 
     try:
@@ -678,10 +702,18 @@ def fit(
     except _AtNoiseFloor as stop:
         message = str(stop)
         say(f"calibrate: stopped: {message}")
+    except _BudgetSpent:
+        assert budget is not None
+        stopped = message = (f"stopped by its budget of {budget.text} after {iterations[0]} iteration"
+                             f"{'s' if iterations[0] != 1 else ''}, before it was done")  # fmt: skip
+        say(f"calibrate: {message}")
+    prob.may_stop = False  # what follows finishes the fit (or writes where its budget stopped it)
     # scipy accepts a step only if it lowers the cost, so the best point is its last one
     x = best["x"]
     r, results = prob.evaluate(x)
-    if final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
+    if stopped:
+        J = _last_jacobian(prob, x)
+    elif final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
         say("calibrate: no step was accepted; the Jacobian at the start is the record's")
         J = known
     elif final_jacobian and not prob.near_finite_differences(x):
@@ -696,7 +728,13 @@ def fit(
     return FitResult(
         params=p_fit, setup=s_fit, free=free, values=prob.values(x), start=prob.values(np.zeros(len(free))),
         summary=summarise(fit_rows, results), results=results, evaluations=round(prob.evaluations, 1),
-        cost=best["cost"], message=message, jacobian=np.asarray(J), residuals=r,
+        cost=best["cost"], message=message, jacobian=np.asarray(J) if J is not None else None, residuals=r,
         residual_rows=residual_rows(prob.cells), iterations=iterations[0], wall_s=time.perf_counter() - t0,
-        loss=loss, jacobian_at=jacobian_at,
+        loss=loss, jacobian_at=jacobian_at, stopped=stopped,
     )  # fmt: skip
+
+
+def _last_jacobian(prob: Problem, x: np.ndarray) -> np.ndarray | None:
+    """The last Jacobian moved to `x` (every point that needs was evaluated: no simulation), or
+    None if the fit stopped before it had one."""
+    return prob.updated_jacobian(x) if prob.history.J is not None else None

@@ -62,7 +62,8 @@ def _chosen_fit(monkeypatch, tmp_path, *args: str) -> dict:
         raise ConfigError("stopped before fitting")
 
     monkeypatch.setattr(command, "fit", stop)
-    _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml")), "stopped before fitting")
+    # --quiet: no estimate line before the fit (its pilot would run the grid's first seconds)
+    _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml"), "--quiet"), "stopped before fitting")
     return seen
 
 
@@ -107,7 +108,7 @@ def test_the_noise_floor_is_the_measured_one_unless_given(monkeypatch, tmp_path)
 
     monkeypatch.setattr(command, "fit", stop)
     for args in ((), ("--noise-floor", "0")):
-        _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml")), "stopped before fitting")
+        _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml"), "--quiet"), "stopped before fitting")
     assert floors == [NOISE_FLOOR, 0.0]
     assert f"default: {NOISE_FLOOR:g}," in " ".join(run("--help").output.split())  # the help says what it is
     res = run("--noise-floor", "-1", "--out", str(tmp_path / "p.yaml"))

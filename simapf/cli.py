@@ -110,6 +110,15 @@ def _announce(loaded_scenarios, runs: int = 1, workers: int | None = 1) -> None:
         click.echo(f"simapf: warning: {line}", err=True)
 
 
+def _draws_estimate(loaded, draws: int, workers: int | None) -> str:
+    """The line `run --uncertainty N` starts with: the point run here, then the draws on workers."""
+    from simapf.estimate import Runs, Stage, estimate
+    from simapf.sweeps.backends import cpu_count
+
+    found = estimate([Stage([Runs(loaded)]), Stage([Runs(loaded, draws)], workers or cpu_count())])
+    return found.line(f"run {loaded.scenario.name}", f"about {found.runs:,} runs (the run, then {draws} parameter draws)")
+
+
 def _check_out(out_dir: str | None, kind: str, force: bool) -> None:
     """Refuse a bad --out before spending the run's time, not after."""
     if out_dir:
@@ -298,7 +307,10 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
-        _announce([loaded])
+        if draws and progress:
+            _say(_draws_estimate(loaded, draws, workers))
+        else:
+            _announce([loaded])
         result = run(loaded, progress=progress, uncertainty=draws, workers=workers, dask=dask_address)
         if out_dir:
             try:
@@ -362,9 +374,11 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
-        _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
+        if not progress:  # quiet but for a warning when the work is large
+            _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
-                         dask=dask_address, progress=progress, uncertainty=draws)  # fmt: skip
+                         dask=dask_address, progress=progress, uncertainty=draws,
+                         announce=_say if progress else None)  # fmt: skip
         if out_dir:
             try:
                 result.write(out_dir, force=force)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -27,7 +27,7 @@ from simapf.errors import ConfigError
 from simapf.files import output_directory
 from simapf.provenance import provenance
 from simapf.scenario.load import LoadedScenario, load_scenario
-from simapf.sweeps.backends import choose, release_workers, run_tasks
+from simapf.sweeps.backends import choose, cpu_count, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import derive_seed, run_id
 from simapf.sweeps.progress import with_progress
@@ -139,6 +139,7 @@ def compare(
     dask: str | None = None,
     progress: bool = False,
     uncertainty: int = 0,
+    announce: Callable[[str], None] | None = None,
 ) -> Comparison:
     """Run `scenario` under each LIST policy, `replications` times each with common random
     numbers, and compare. The first policy is the baseline of the differences.
@@ -146,7 +147,11 @@ def compare(
     `policies`: "NAME[:key=value,...]" strings, {name, params, label} mappings or Policy objects.
     `workers`/`backend`/`dask` choose where runs execute, as for `sweep` (default: joblib on all
     local cores). `uncertainty` = N > 0: also run every policy under N parameter draws and give
-    each policy's intervals and, per pair, how often one wins (`simapf.comparison.uncertainty`)."""
+    each policy's intervals and, per pair, how often one wins (`simapf.comparison.uncertainty`).
+    `announce`: called, before any run, with a line that says how many runs there are and how
+    long they should take (`simapf.estimate`)."""
+    from simapf.estimate import key_of_task, recorded
+
     parsed = [parse_policy(p) for p in policies]
     if len(parsed) < 2:
         raise ConfigError("compare needs at least two policies (--policy A --policy B)")
@@ -187,10 +192,16 @@ def compare(
                                  label=f"{policy.label} #{r}"))  # fmt: skip
 
     chosen = choose(backend, workers, dask)
+    by_id = {t.key["run_id"]: t for t in tasks}
     rows = {}
     try:
-        for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
-            rows[row["run_id"]] = row
+        with recorded() as timings:
+            if announce is not None:
+                announce(_estimate_line(sc.name, by_policy, replications, uncertainty, chosen.workers or cpu_count(),
+                                        timings))  # fmt: skip
+            for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
+                rows[row["run_id"]] = row
+                timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
     finally:
         release_workers()
     ordered = [rows[t.key["run_id"]] for t in tasks]
@@ -212,6 +223,21 @@ def compare(
               "provenance": provenance(sc.model_dump(mode="json"), loaded.params, seeds, replications)},
         intervals=intervals, wins=wins,
     )  # fmt: skip
+
+
+def _estimate_line(name: str, by_policy: dict[str, LoadedScenario], replications: int, draws: int,
+                   workers: int, timings: Any = None) -> str:  # fmt: skip
+    """The line that says how many runs the comparison takes and how long: each policy's
+    replications, then its parameter draws (timed as its own runs)."""
+    from simapf.estimate import Runs, Stage, estimate
+
+    stages = [Stage([Runs(loaded, replications) for loaded in by_policy.values()], workers)]
+    if draws:
+        stages.append(Stage([Runs(loaded, draws) for loaded in by_policy.values()], workers))
+    found = estimate(stages, timings)
+    planned = (f"about {found.runs:,} runs ({len(by_policy)} policies x {replications} replication"
+               f"{'s' if replications != 1 else ''}{f' + {draws} parameter draws each' if draws else ''})")  # fmt: skip
+    return found.line(f"compare {name}", planned)
 
 
 def _across_draws(by_policy: dict[str, LoadedScenario], runs: pd.DataFrame, n: int, seed: int, workers: int | None,

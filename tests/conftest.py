@@ -15,3 +15,18 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"simapf's compiled core is built here ({state}); the tests need pure Python: "
                     "run `simapf compile --clean` first (tests/test_compiled.py checks the compiled core "
                     "on a copy of its own)", returncode=2)  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _timings_of_the_session(tmp_path_factory):
+    """The timings runs leave for estimates (simapf.estimate) go to a folder of the session's,
+    not to the user's state folder; so do those of the commands tests start as processes."""
+    import os
+
+    before = os.environ.get("SIMAPF_STATE_DIR")
+    os.environ["SIMAPF_STATE_DIR"] = str(tmp_path_factory.mktemp("simapf-state"))
+    yield
+    if before is None:
+        os.environ.pop("SIMAPF_STATE_DIR", None)
+    else:
+        os.environ["SIMAPF_STATE_DIR"] = before

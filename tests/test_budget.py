@@ -1,0 +1,294 @@
+"""Long work states its cost first and honours `--budget` (simapf.estimate, simapf.budget).
+
+Each of `sweep`, `optimize`, `figures` and `calibrate` prints an estimate line before any
+work; under a budget far shorter than the work it stops at a resumable point with exit status 3,
+says what is left and the command that continues; that command (run until it ends with 0)
+finishes the work, and what it leaves is what a run never stopped leaves: the same sweep and
+search results, byte-identical figures, a calibration record where the budget's own fit
+left none half-written.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from simapf.budget import BUDGET_EXIT, Budget, BudgetReached, budget_problem, continue_command, run_within
+from simapf.cli import main
+
+# A few seconds of LISTs and GETs: a run takes a few hundredths of a second.
+TINY = {
+    "name": "tiny",
+    "run": {"duration_s": 10, "seed": 1},
+    "resources": [{"name": "configmaps", "count": 200, "object_size": {"mean_bytes": 2048}}],
+    "clients": [
+        {"name": "lister", "kind": "open_loop", "identity": {"user": "lister"}, "rate_per_s": 5,
+         "request": {"verb": "list", "resource": "configmaps"}},
+        {"name": "getter", "kind": "open_loop", "identity": {"user": "getter"}, "rate_per_s": 20,
+         "request": {"verb": "get", "resource": "configmaps"}},
+    ],
+}  # fmt: skip
+
+# A budget already spent when the work starts: each call does its first step only.
+SPENT = "1ms"
+MAX_CALLS = 20
+
+
+@pytest.fixture(autouse=True)
+def own_state(tmp_path, monkeypatch):
+    """Each test's timings start empty: its estimates come from a pilot."""
+    monkeypatch.setenv("SIMAPF_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+
+
+def simapf(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def stderr_lines(res) -> list[str]:
+    return res.stderr.splitlines()
+
+
+def assert_estimate_first(res, what: str) -> None:
+    """The first line on stderr is the estimate: runs, a time and the workers, and its source."""
+    first = stderr_lines(res)[0]
+    assert first.startswith(f"simapf: {what}") and " runs" in first and "~" in first and " worker" in first, first
+    assert "pilot: the first simulated seconds" in first or "timing" in first, first
+
+
+def continue_args(res) -> list[str]:
+    """The command the budget stop says continues the work (without `simapf`)."""
+    lines = [line for line in stderr_lines(res) if line.startswith("simapf: continue with: simapf ")]
+    assert len(lines) == 1, res.stderr
+    return shlex.split(lines[0].removeprefix("simapf: continue with: simapf "))
+
+
+def until_done(args: list[str]) -> list:
+    """Run `args` with a budget spent at once, then the command each stop names, until one ends
+    the work; every call but the last a clean budget stop."""
+    calls = [simapf(*args, "--budget", SPENT)]
+    while calls[-1].exit_code == BUDGET_EXIT:
+        assert len(calls) < MAX_CALLS, "the work does not get on under its budget"
+        assert "budget of 1ms spent" in calls[-1].stderr and " left" in calls[-1].stderr
+        assert calls[-1].stdout == ""
+        calls.append(simapf(*continue_args(calls[-1]), "--budget", SPENT))
+    assert calls[-1].exit_code == 0, calls[-1].output
+    return calls
+
+
+# ------------------------------------------------------------------------------ sweep
+
+
+def write_sweep(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    sweep = {"name": "tiny-sweep", "base": "tiny.yaml",
+             "factors": {"clients.lister.rate_per_s": [1, 5, 10], "apf.estimator.list_policy": ["upstream", "size-based"]},
+             "replications": 2, "backend": {"kind": "serial"}}  # fmt: skip
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+def results(out: Path) -> pd.DataFrame:
+    import simapf
+
+    return simapf.load_sweep(out).drop(columns=["wall_s"])
+
+
+def test_a_sweep_estimates_stops_under_its_budget_and_resumes_to_the_same_result(tmp_path):
+    path = write_sweep(tmp_path / "in")
+    whole = simapf("sweep", path, "--out", "whole")
+    assert whole.exit_code == 0, whole.output
+    assert_estimate_first(whole, "sweep tiny-sweep: about 12 runs")
+
+    first = simapf("sweep", path, "--out", "stopped", "--budget", SPENT)
+    assert first.exit_code == BUDGET_EXIT, first.output
+    assert_estimate_first(first, "sweep tiny-sweep: about 12 runs")
+    assert first.stdout == ""
+    done = len(list(Path("stopped").glob("run-*.parquet")))
+    assert 0 < done < 12
+    assert f"{done} of 12 runs done, kept in stopped; {12 - done} left" in first.stderr
+    assert continue_args(first) == ["sweep", str(path), "--out", "stopped"]
+
+    calls = until_done(["sweep", path, "--out", "stopped"])
+    assert "already done" in stderr_lines(calls[0])[0]  # a resumed sweep estimates what is left
+    pd.testing.assert_frame_equal(results(Path("stopped")), results(Path("whole")))
+    # The table it prints is the same too (its first line says how much was run now and how fast).
+    assert calls[-1].stdout.split("\n", 1)[1] == whole.stdout.split("\n", 1)[1]
+
+
+def test_timings_of_finished_runs_replace_the_pilot(tmp_path):
+    path = write_sweep(tmp_path / "in")
+    assert simapf("sweep", path, "--out", "a").exit_code == 0
+    again = simapf("sweep", path, "--out", "b")
+    assert again.exit_code == 0
+    assert "(last runs' timings)" in stderr_lines(again)[0]
+    assert (tmp_path / "state" / "timings.json").is_file()
+
+
+# ------------------------------------------------------------------------------ optimize
+
+
+def write_search(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "name": "tiny-search",
+        "scenarios": {"tiny": {"base": TINY}},
+        "seeds": [1, 2],
+        "parameters": {"apf.estimator.list_params.seats": {"low": 1, "high": 20, "type": "int"}},
+        "set": {"apf.estimator.list_policy": "constant"},
+        "objective": {"metric": "p99_s/workload-low/list"},
+        "constraints": [{"metric": "oom_kills", "max": 0}],
+        "compare_with": {"upstream": {"apf.estimator.list_policy": "upstream"}},
+        "trials": 6, "batch": 2, "startup_trials": 3,
+        "backend": {"kind": "serial"},
+    }  # fmt: skip
+    path = folder / "search.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_a_search_estimates_stops_under_its_budget_and_resumes_to_the_same_result(tmp_path):
+    pytest.importorskip("optuna")
+    path = write_search(tmp_path / "in")
+    whole = simapf("optimize", path, "--out", "whole")
+    assert whole.exit_code == 0, whole.output
+    assert_estimate_first(whole, "optimize tiny-search: at most 14 runs")
+
+    calls = until_done(["optimize", path, "--out", "stopped"])
+    assert len(calls) > 2  # stopped in the compared settings' runs and between batches of trials
+    assert_estimate_first(calls[0], "optimize tiny-search: at most 14 runs")
+    assert any(" trials done, kept in stopped" in c.stderr for c in calls[:-1])
+    cols = ["trial", "state", "objective", "peak_rss_bytes", "apf.estimator.list_params.seats"]
+    pd.testing.assert_frame_equal(pd.read_csv("stopped/trials.csv")[cols], pd.read_csv("whole/trials.csv")[cols])
+    assert Path("stopped/best.yaml").read_text() == Path("whole/best.yaml").read_text()
+    assert Path("stopped/compare.csv").read_text() == Path("whole/compare.csv").read_text()
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+def write_figures(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    spec = {"name": "tiny-figures", "figures": [
+        {"name": "memory", "kind": "timeseries", "scenario": "tiny.yaml", "metrics": ["memory"]},
+        {"name": "seats", "kind": "timeseries", "scenario": "tiny.yaml", "set": {"run.duration_s": 12}, "metrics": ["seats"]},
+        {"name": "policies", "kind": "policies", "scenario": "tiny.yaml", "policies": ["upstream", "size-based"],
+         "replications": 2},
+    ]}  # fmt: skip
+    path = folder / "figures.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_figures_estimate_stop_between_figures_and_the_rest_make_the_same_bytes(tmp_path):
+    path = write_figures(tmp_path / "in")
+    whole = simapf("figures", path, "--out", "whole")
+    assert whole.exit_code == 0, whole.output
+    assert_estimate_first(whole, "figures tiny-figures: about 6 runs for 3 figures")
+
+    first = simapf("figures", path, "--out", "stopped", "--budget", SPENT)
+    assert first.exit_code == BUDGET_EXIT, first.output
+    assert_estimate_first(first, "figures tiny-figures: about 6 runs for 3 figures")
+    assert "1 of 3 figures done, kept in stopped; 2 left" in first.stderr
+    assert continue_args(first)[-4:] == ["--only", "seats", "--only", "policies"]
+    assert sorted(p.name for p in Path("stopped").iterdir() if not p.name.startswith(".")) == \
+        ["memory.pdf", "memory.png", "memory.provenance.json", "memory.svg"]  # fmt: skip
+
+    until_done(continue_args(first))
+    made = sorted(p.name for p in Path("whole").iterdir())
+    assert sorted(p.name for p in Path("stopped").iterdir()) == made
+    for name in made:
+        assert (Path("stopped") / name).read_bytes() == (Path("whole") / name).read_bytes(), name
+
+
+# ------------------------------------------------------------------------------ calibrate
+
+# Two rows of the measured experiment at 15 LISTs a second: six cells of a few hundredths of a second.
+MINI_DATA = """source,response_bytes,object_count,qps,load,cpu_percent,mem_mb_seats_1,mem_mb_seats_10,mem_mb_seats_100
+etcd,10000000,100,15,max,380,532.1,520.2,583.3
+cache,10000000,100,15,max,380,532.1,520.2,583.3
+"""
+FIT = ["--free", "cpu.usable_fraction,process.live_heap_bytes", "--max-iterations", "4", "--noise-floor", "0",
+       "--jobs", "1"]  # fmt: skip
+
+
+def test_a_fit_estimates_stops_under_its_budget_writes_an_unfinished_record_and_goes_on(tmp_path):
+    from simapf.calibrate.record import load_params
+
+    Path("mini.csv").write_text(MINI_DATA)
+    first = simapf("calibrate", "--data", "mini.csv", "--out", "fit.yaml", *FIT, "--budget", SPENT)
+    assert first.exit_code == BUDGET_EXIT, first.output
+    assert_estimate_first(first, "calibrate: at most ")
+    assert first.stdout == ""
+    # Nothing half-done at --out: the best point so far is a whole record, marked unfinished.
+    assert not Path("fit.yaml").exists()
+    unfinished = yaml.safe_load(Path("fit.unfinished.yaml").read_text())
+    assert "budget of 1ms" in unfinished["fit"]["unfinished"]
+    load_params("fit.unfinished.yaml")  # it loads, as a start
+    assert "kept in fit.unfinished.yaml" in first.stderr
+    resume = continue_args(first)
+    assert resume[-4:-1] == ["--start", "fit.unfinished.yaml", "--max-iterations"] and int(resume[-1]) < 4
+
+    calls = until_done(continue_args(first))
+    done = yaml.safe_load(Path("fit.yaml").read_text())
+    assert "unfinished" not in done["fit"]
+    assert done["data"]["rows"] == 2 and Path("fit.jacobian.json").is_file()
+    assert "last fit's grid evaluations here" in stderr_lines(calls[-1])[0]
+
+
+def test_a_report_takes_no_budget(tmp_path):
+    res = simapf("calibrate", "--report", "--budget", "10m")
+    assert res.exit_code == 2 and res.stderr.startswith("simapf: error: calibrate: --budget is for a fit")
+
+
+# ------------------------------------------------------------------------------ the mechanism
+
+
+def test_a_budget_is_a_go_duration_with_a_unit():
+    assert budget_problem("10m") is None and budget_problem("1h30m") is None and budget_problem(" 90s ") is None
+    assert "give a unit" in budget_problem("600")
+    assert "not a duration" in budget_problem("10 minutes")
+    assert "more than 0" in budget_problem("0s")
+    assert "more than a year" in budget_problem("9000h")
+    assert Budget.parse("1h30m").seconds == 5400
+
+
+def test_the_continue_command_drops_the_budget_and_replaces_what_it_resumes_with():
+    args = ["figures", "f.yaml", "--budget", "10m", "--only", "a", "--out=d", "--budget=5s"]
+    assert continue_command(args, ["--only", "b"]) == ["figures", "f.yaml", "--out=d", "--only", "b"]
+    assert continue_command(["sweep", "s.yaml"]) == ["sweep", "s.yaml"]
+
+
+def test_rounds_start_with_one_per_worker_and_the_first_always_runs():
+    clock = [0.0]
+    budget = Budget(10.0, clock=lambda: clock[0])
+    handed: list[list[int]] = []
+
+    def run(tasks):
+        handed.append(tasks)
+        for t in tasks:
+            clock[0] += 1.0  # each run takes a second of the budget
+            yield t
+
+    got = list(run_within(budget, list(range(100)), run, 2, seconds_of=lambda t: 1.0))
+    assert handed[0] == [0, 1]  # one per worker, timed, then as many as fit in half of what is left
+    assert len(handed[1]) == 8 and got == list(range(len(got))) and clock[0] >= 10
+    assert len(got) < 100
+    spent = Budget(1.0, clock=lambda: 5.0, started=0.0)
+    assert list(run_within(spent, [1, 2, 3], lambda ts: iter(ts), 1)) == [1]  # the first round, then no more
+    assert list(run_within(Budget(), [1, 2, 3], lambda ts: iter(ts), 1)) == [1, 2, 3]
+
+
+def test_a_budget_stop_says_what_is_done_and_left():
+    stop = Budget(60.0, "1m", started=0.0, clock=lambda: 75.0).reached("sweep x", 4, 10, "runs", kept="out", left_s=30)
+    assert isinstance(stop, BudgetReached)
+    assert stop.summary() == "sweep x: budget of 1m spent (75 s): 4 of 10 runs done, kept in out; 6 left (~30 s)"

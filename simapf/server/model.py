@@ -91,8 +91,14 @@ class ServerSnapshot(NamedTuple):
     """Gauges and counters at one instant; a list of these is a pandas DataFrame.
 
     Counters (`*_total`, `gc_cycles`, `oom_kills`) run across restarts. `cpu_seconds_total` is
-    process_cpu_seconds_total (requests + GC); `gc_cpu_seconds_total` is the GC's part (mark
-    workers + assists). Byte figures are 0 while the process is down.
+    process_cpu_seconds_total (requests + GC + the idle process's own work), in core-seconds.
+    The GC's CPU is given as the Go runtime's metrics give it (runtime/metrics /cpu/classes/gc):
+    P-seconds (a P held for a second, whether or not the OS ran its thread then), by class:
+    `gc_mark_dedicated_seconds_total` (dedicated and fractional mark workers),
+    `gc_mark_assist_seconds_total` (assists), `gc_mark_idle_seconds_total` (idle mark workers, on
+    Ps with nothing else to run); `gc_cpu_seconds_total` is their sum, /cpu/classes/gc/total. The
+    GC CPU limiter and gctrace's percentage leave the idle class out. Byte figures are 0 while
+    the process is down.
     """
 
     t_ns: int
@@ -118,6 +124,10 @@ class ServerSnapshot(NamedTuple):
     alloc_bytes_total: float  # go_memstats_alloc_bytes_total
     responses_writing: int = 0  # handlers waiting for a co-located client to read their response
     client_cpu_seconds_total: float = 0.0  # CPU of co-located clients (not the process's)
+    gc_mark_dedicated_seconds_total: float = 0.0
+    gc_mark_assist_seconds_total: float = 0.0
+    gc_mark_idle_seconds_total: float = 0.0
+    gc_limiter_fill: float = 0.0  # the GC CPU limiter's bucket, as a fraction of its capacity (1: on)
 
 
 class ResourceModel:
@@ -593,7 +603,8 @@ class ResourceModel:
         # Read without stepping the scavenger or the CPU integrals: what is read, and how often,
         # must not change the model (their floats, and so every later event).
         req_cpu, mark_cpu, foreign_cpu = cpu.usage_now()
-        gc_cpu = mark_cpu + gc.assist_core_s_total
+        dedicated, idle_mark, _idle = cpu.p_seconds_now()
+        assist = gc.assist_core_s_total
         up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self.up else 0.0)
         return ServerSnapshot(
             t_ns=now,
@@ -610,8 +621,8 @@ class ResourceModel:
             gc_cycles=gc.cycles,
             gc_marking=gc.marking,
             cpu_seconds_total=req_cpu + mark_cpu + self.baseline_cores * up_s,
-            request_cpu_seconds_total=req_cpu - gc.assist_core_s_total,
-            gc_cpu_seconds_total=gc_cpu,
+            request_cpu_seconds_total=req_cpu - assist,
+            gc_cpu_seconds_total=dedicated + assist + idle_mark,
             requests_executing=cpu.jobs,
             etcd_reads_in_flight=self.etcd.in_flight,
             requests_completed_total=self.completed,
@@ -619,6 +630,10 @@ class ResourceModel:
             alloc_bytes_total=mem.alloc_total,
             responses_writing=self.writing,
             client_cpu_seconds_total=foreign_cpu,
+            gc_mark_dedicated_seconds_total=dedicated,
+            gc_mark_assist_seconds_total=assist,
+            gc_mark_idle_seconds_total=idle_mark,
+            gc_limiter_fill=gc.limiter_fill,
         )
 
 

@@ -540,7 +540,10 @@ class GcParams(_Params):
     trigger_min_fraction: Number = Field(45 / 64, gt=0, lt=1, description="minTriggerRatioNum/triggerRatioDen = 45/64.")
     trigger_max_fraction: Number = Field(61 / 64, gt=0, lt=1, description="maxTriggerRatioNum/triggerRatioDen = 61/64 (large heaps: goal - heap_minimum).")
     dedicated_fraction: Number = Field(0.25, gt=0, le=1, description="gcBackgroundUtilization: dedicated + fractional mark workers = 0.25 x GOMAXPROCS.")
-    idle_mark_workers: bool = Field(True, description="Ps the mutator leaves idle run idle-priority mark workers.")
+    idle_mark_workers: bool = Field(True, description=(
+        "Ps the mutator leaves idle run idle-priority mark workers (their time is /cpu/classes/gc/mark/idle; the "
+        "limiter counts it as idle)."
+    ))
     cpu_sharing: Literal["reserved", "shared"] = Field(
         "reserved",
         description=(
@@ -551,7 +554,13 @@ class GcParams(_Params):
     )
     assists: bool = Field(True, description="Mutator assists: allocating requests do scan work to keep the heap near the goal.")
     overshoot_factor: Number = Field(1.1, ge=1, description="maxOvershoot: assist goal when the heap is already past the goal.")
-    limiter_cap_fraction: Number = Field(0.5, gt=0, lt=1, description="GC CPU limiter: GC share of CPU above which the bucket fills (mgclimit.go: 50 %).")
+    limiter_cap_fraction: Number = Field(
+        0.5, gt=0, lt=1,
+        description=(
+            "GC CPU limiter: the GC's share of the non-idle P-time (dedicated workers' 25 % while marking, plus "
+            "assists; idle mark workers count as idle) above which the bucket fills (mgclimit.go: 50 %)."
+        ),
+    )
     limiter_bucket_s_per_proc: Seconds = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
     force_period_s: Annotated[Seconds | None, AtLeast(1e-3, "1 ms, the finest series step: shorter, a run would be nothing but forced cycles")] = Field(
         120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one (at least 1 ms); null = never."
@@ -565,7 +574,7 @@ class GcParams(_Params):
         ),
     )
     scavenge_retain_factor: Number = Field(
-        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."
+        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use at the last mark termination (gcPercent goal, retainExtraPercent = 10)."
     )
     memory_limit_scavenge_fraction: Number = Field(
         0.95, gt=0, le=1, description="With GOMEMLIMIT the scavenger keeps mapped memory below 0.95 x limit (reduceExtraPercent = 5)."

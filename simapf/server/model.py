@@ -28,6 +28,7 @@ from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
 from simapf.server.openapi import OpenAPIv2Rebuilds
+from simapf.server.own_alloc import OwnAllocation
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.pool import GET, PUT
@@ -180,6 +181,9 @@ class ResourceModel:
         self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
         self.openapi = OpenAPIv2Rebuilds(params, self.cpu, self.memory)
         self._up_s_before = 0.0
+        self.own_alloc = OwnAllocation(self.clock, self.gc, self.memory, self.process,
+                                       params.process.own_alloc_bytes_per_s, self.allocate_own)  # fmt: skip
+        self.own_alloc.start()
 
     # ------------------------------------------------------------------ per request
 
@@ -218,6 +222,17 @@ class ResourceModel:
         """What `hold(nbytes)` held is freed (not called for a process that died since)."""
         if self.up:
             self.memory.inflight_live -= nbytes
+
+    def allocate_own(self, nbytes: float) -> bool:
+        """The process allocates `nbytes` of garbage on its own (simapf.server.own_alloc); the
+        assist it owes runs on the cores as a job nobody waits for. Returns False if the
+        allocation killed the process."""
+        assist = self.memory.allocate(nbytes)
+        if assist < 0.0:
+            return False
+        if assist > 0.0:
+            self.cpu.add(assist, _nothing)
+        return True
 
     def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None,
               link: Link | None = None) -> bool:  # fmt: skip
@@ -549,6 +564,7 @@ class ResourceModel:
             self._oom()
             return
         self.memory.note_peaks()
+        self.own_alloc.start()
         if not refill:
             self.process.became_ready(now)
             return

@@ -179,6 +179,18 @@ class ProcessParams(_Params):
             "production clusters: about 0.3 cores (openshift/cluster-kube-apiserver-operator#1032)."
         ),
     )
+    own_alloc_bytes_per_s: Rate = Field(
+        4e6,
+        ge=0,
+        description=(
+            "Bytes the process allocates on its own, requests or not (watch-cache dispatch and bookmarks, its "
+            "own controllers' informers, timers, compaction, metrics), all of it short-lived: it keeps the heap "
+            "cycling up to the GC's trigger with no request at all. Hypothesis, 1-10 MB/s: an idle k3s "
+            "(apiserver, controllers, kine and kubelet in one process) ran 0.18 GC cycles a second at 0.12 cores "
+            "with 161 MiB of live objects under GOMEMLIMIT=320MiB (orbstack/orbstack#2633), at most ~12 MiB/s; "
+            "the apiserver alone, at its idle CPU (`baseline_cores`), at most ~8 MiB/s at that rate per core. 0: none."
+        ),
+    )
 
 
 class WatchCacheParams(_Params):

@@ -250,7 +250,13 @@ class Recorder:
         add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes, replica=replica)
         add(t, "go_gc_duration_seconds_count", snap.gc_cycles, replica=replica)
         add(t, "process_cpu_seconds_total", snap.cpu_seconds_total, replica=replica)
+        # The GC's CPU by class, as the runtime's metrics export it (P-seconds; the total holds
+        # idle mark work, which the GC CPU limiter and gctrace's percentage leave out).
         add(t, "go_cpu_classes_gc_total_cpu_seconds_total", snap.gc_cpu_seconds_total, replica=replica)
+        add(t, "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total", snap.gc_mark_dedicated_seconds_total,
+            replica=replica)  # fmt: skip
+        add(t, "go_cpu_classes_gc_mark_assist_cpu_seconds_total", snap.gc_mark_assist_seconds_total, replica=replica)
+        add(t, "go_cpu_classes_gc_mark_idle_cpu_seconds_total", snap.gc_mark_idle_seconds_total, replica=replica)
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)

@@ -179,6 +179,18 @@ class ProcessParams(_Params):
             "production clusters: about 0.3 cores (openshift/cluster-kube-apiserver-operator#1032)."
         ),
     )
+    own_alloc_bytes_per_s: Rate = Field(
+        4e6,
+        ge=0,
+        description=(
+            "Bytes the process allocates on its own, requests or not (watch-cache dispatch and bookmarks, its "
+            "own controllers' informers, timers, compaction, metrics), all of it short-lived: it keeps the heap "
+            "cycling up to the GC's trigger with no request at all. Hypothesis, 1-10 MB/s: an idle k3s "
+            "(apiserver, controllers, kine and kubelet in one process) ran 0.18 GC cycles a second at 0.12 cores "
+            "with 161 MiB of live objects under GOMEMLIMIT=320MiB (orbstack/orbstack#2633), at most ~12 MiB/s; "
+            "the apiserver alone, at its idle CPU (`baseline_cores`), at most ~8 MiB/s at that rate per core. 0: none."
+        ),
+    )
 
 
 class WatchCacheParams(_Params):
@@ -568,7 +580,10 @@ class GcParams(_Params):
     trigger_min_fraction: Number = Field(45 / 64, gt=0, lt=1, description="minTriggerRatioNum/triggerRatioDen = 45/64.")
     trigger_max_fraction: Number = Field(61 / 64, gt=0, lt=1, description="maxTriggerRatioNum/triggerRatioDen = 61/64 (large heaps: goal - heap_minimum).")
     dedicated_fraction: Number = Field(0.25, gt=0, le=1, description="gcBackgroundUtilization: dedicated + fractional mark workers = 0.25 x GOMAXPROCS.")
-    idle_mark_workers: bool = Field(True, description="Ps the mutator leaves idle run idle-priority mark workers.")
+    idle_mark_workers: bool = Field(True, description=(
+        "Ps the mutator leaves idle run idle-priority mark workers (their time is /cpu/classes/gc/mark/idle; the "
+        "limiter counts it as idle)."
+    ))
     cpu_sharing: Literal["reserved", "shared"] = Field(
         "reserved",
         description=(
@@ -579,7 +594,13 @@ class GcParams(_Params):
     )
     assists: bool = Field(True, description="Mutator assists: allocating requests do scan work to keep the heap near the goal.")
     overshoot_factor: Number = Field(1.1, ge=1, description="maxOvershoot: assist goal when the heap is already past the goal.")
-    limiter_cap_fraction: Number = Field(0.5, gt=0, lt=1, description="GC CPU limiter: GC share of CPU above which the bucket fills (mgclimit.go: 50 %).")
+    limiter_cap_fraction: Number = Field(
+        0.5, gt=0, lt=1,
+        description=(
+            "GC CPU limiter: the GC's share of the non-idle P-time (dedicated workers' 25 % while marking, plus "
+            "assists; idle mark workers count as idle) above which the bucket fills (mgclimit.go: 50 %)."
+        ),
+    )
     limiter_bucket_s_per_proc: Seconds = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
     force_period_s: Annotated[Seconds | None, AtLeast(1e-3, "1 ms, the finest series step: shorter, a run would be nothing but forced cycles")] = Field(
         120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one (at least 1 ms); null = never."
@@ -593,7 +614,7 @@ class GcParams(_Params):
         ),
     )
     scavenge_retain_factor: Number = Field(
-        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."
+        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use at the last mark termination (gcPercent goal, retainExtraPercent = 10)."
     )
     memory_limit_scavenge_fraction: Number = Field(
         0.95, gt=0, le=1, description="With GOMEMLIMIT the scavenger keeps mapped memory below 0.95 x limit (reduceExtraPercent = 5)."

@@ -275,3 +275,15 @@ def test_an_imported_scenario_says_which_etcd_it_runs_against(tmp_path):
     assert simapf.load_scenario(out).params.etcd == ServerParams().etcd
     header = out.read_text().split("\nname:")[0]
     assert "the calibration's kind node" in header and "etcd.members" in header and "etcd.cores" in header
+
+
+def test_several_members_are_beyond_what_the_model_was_checked_against():
+    """No measurement the model was compared with had more than one etcd member: a run with
+    several says so among its extrapolations, one with the default does not."""
+
+    def extrapolation(etcd: dict) -> list[str]:
+        sc = listers(etcd, duration_s=5, clients=1, think_s=0.05)
+        return simapf.run(simapf.load_scenario(sc)).summary["extrapolation"]
+
+    assert any("several etcd members" in x for x in extrapolation({"members": 3}))
+    assert not any("etcd members" in x for x in extrapolation({"members": 1}))

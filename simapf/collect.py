@@ -21,6 +21,7 @@ from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
+from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.balancer import LoadBalancer
 from simapf.uncertainty.coverage import beyond, run_inputs
@@ -272,6 +273,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             "gc_cpu_fraction": sum(r["gc_cpu_fraction"] for r in per_replica) / n_replicas,
             "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
         },
+        "etcd": _etcd_summary(sim, per_replica, duration, steady),
         "admission_webhooks": [
             {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
             for w in (server.admission.webhooks if server.admission is not None else [])
@@ -300,6 +302,43 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         "provenance": provenance(scenario, server.model.params, [sc.run.seed]),
         "scenario": scenario,
     }
+
+
+# etcd is the bottleneck of a run when, over its steady state, etcd's cores were busy at least
+# ETCD_BUSY of the time (a queue of ranges builds as its use nears 1) while the apiserver used at
+# most APISERVER_IDLE of its cores (it had room to serve more).
+ETCD_BUSY = 0.9
+APISERVER_IDLE = 0.5
+# The deployment simapf's etcd rates were fitted on (the calibration's kind node).
+FITTED_ETCD = ServerParams().etcd
+
+
+def _etcd_summary(sim: Finished, per_replica: list[dict[str, float]], duration: float,
+                  steady: float) -> dict[str, Any]:  # fmt: skip
+    """The etcd every replica read, as deployed, and how busy it was: its ranges and the
+    server-seconds they took (`busy_core_s`), and the share of its cores' time (every member's)
+    they took over the run and over the steady state. An embedded etcd's ranges ran on the
+    apiserver's cores, so it has no time of its own to be busy."""
+    p = sim.server.model.params.etcd
+    etcd = sim.server.model.etcd  # one etcd for every replica (an embedded one: the one replica's)
+    busy = etcd.busy_seconds()
+    own = not p.embedded
+    cores = p.members * p.concurrency  # every member's
+    busy_steady = (busy - sim.recorder.etcd_busy_s_at_steady) / (cores * (duration - steady)) if own else None
+    cpu_steady = sum(r["mean_cores_steady"] for r in per_replica) / len(per_replica) / sim.server.model.params.cpu.cores
+    return {
+        "cores": p.concurrency, "members": p.members, "member_round_trip_s": p.member_round_trip_s,
+        "embedded": p.embedded,
+        "fitted_deployment": (p.concurrency, p.members, p.embedded) == (FITTED_ETCD.concurrency, FITTED_ETCD.members,
+                                                                       FITTED_ETCD.embedded),
+        "ranges": etcd.ranges,
+        "read_index_rounds": etcd.read_index_rounds,
+        "busy_core_s": busy,
+        "busy_fraction": busy / (cores * duration) if own else None,
+        "busy_fraction_steady": busy_steady,
+        "apiserver_cores_fraction_steady": cpu_steady,
+        "bottleneck": busy_steady is not None and busy_steady >= ETCD_BUSY and cpu_steady <= APISERVER_IDLE,
+    }  # fmt: skip
 
 
 def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float,

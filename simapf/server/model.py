@@ -23,7 +23,7 @@ import simpy
 from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
-from simapf.server.etcd import EmbeddedEtcd, EtcdModel, etcd_for
+from simapf.server.etcd import EmbeddedEtcd, EtcdMember, EtcdModel, etcd_for
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
@@ -274,11 +274,29 @@ class ResourceModel:
     def _read_range(self, etcd_work: float, decode_core_s: float, then: Callable[[Any], None],
                     job: Running | _Refill) -> None:  # fmt: skip
         """etcd serves a range; a streamed one (`decode_core_s` > 0) is decoded on our cores as
-        etcd sends it. `then(job)` is called when each ends: `job.pending` counts them."""
+        etcd sends it. `then(job)` is called when each ends: `job.pending` counts them. The range
+        goes to the next etcd member, and with several members it is linearizable: it starts
+        once that member's ReadIndex round has returned (simapf.server.etcd.ReadIndexLoop)."""
+        member = self.etcd.pick()
+        read_index = member.read_index
+        if read_index is not None:
+            read_index.wait(self._range_confirmed, (member, etcd_work, decode_core_s, then, job))
+            return
+        self._start_range(member, etcd_work, decode_core_s, then, job)
+
+    def _range_confirmed(self, args: tuple[EtcdMember | EmbeddedEtcd, float, float, Callable[[Any], None],
+                                           Running | _Refill]) -> None:  # fmt: skip
+        member, etcd_work, decode_core_s, then, job = args
+        if job.epoch != self.process.epoch:
+            return  # the process died while its read waited
+        self._start_range(member, etcd_work, decode_core_s, then, job)
+
+    def _start_range(self, member: EtcdMember | EmbeddedEtcd, etcd_work: float, decode_core_s: float,
+                     then: Callable[[Any], None], job: Running | _Refill) -> None:  # fmt: skip
         if decode_core_s:
             job.pending = 2
             self.cpu.add(decode_core_s, then, job)
-        self.etcd.read(etcd_work, then, job)
+        member.read(etcd_work, then, job)
 
     def _after_etcd(self, req: Running) -> None:
         if req.epoch != self.process.epoch:

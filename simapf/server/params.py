@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
 from simapf.messages import describe
-from simapf.quantities import MAX_CORES, AtLeast, Cores, Integer, Number, Rate, Seconds
+from simapf.quantities import MAX_CORES, AtLeast, AtMost, Cores, Integer, Number, Rate, Seconds
 
 MiB = 1 << 20
 
@@ -225,13 +225,27 @@ class WatchCacheParams(_Params):
     )
 
 
+# The most etcd members a scenario may have (simapf's bound, as for apiserver.replicas; etcd's FAQ
+# recommends at most seven), and the longest round trip between two of them: etcd's longest
+# election timeout (50 s, `--election-timeout` at most 50000 ms) must be ten times the round trip.
+MAX_ETCD_MEMBERS = 16
+MAX_MEMBER_ROUND_TRIP_S = 5.0
+EtcdCores = Annotated[Integer, AtMost(MAX_CORES, "the most cores simapf models (it keeps state for each)")]
+EtcdMembers = Annotated[Integer, AtMost(MAX_ETCD_MEMBERS, "the most members simapf models (etcd recommends at most 7)")]
+MemberRoundTrip = Annotated[
+    Number, AtMost(MAX_MEMBER_ROUND_TRIP_S, "as etcd's longest election timeout (50 s) must be ten round trips")
+]
+
+
 class EtcdParams(_Params):
-    """etcd as its own resource: `concurrency` servers (etcd's cores serving ranges), shared fairly.
+    """etcd as its own resource: `members`, each with `concurrency` servers (its cores serving
+    ranges), shared fairly.
 
     One range costs `1/requests_per_s + bytes/bytes_per_s + keys/objects_per_s` seconds of one
-    server, linear in each; aggregate capacity is `concurrency` times one server's. The
-    calibration's single Kind node gave etcd the equivalent of one server; a scenario whose etcd
-    has cores of its own says so with `concurrency`.
+    server, linear in each; aggregate capacity is `members` x `concurrency` times one server's. The
+    calibration's single Kind node gave etcd the equivalent of one server; a scenario says which
+    etcd it runs against in its `etcd` section (cores, members), which sets `concurrency`,
+    `members`, `member_round_trip_s` and `embedded` here.
     """
 
     @model_validator(mode="before")
@@ -262,9 +276,23 @@ class EtcdParams(_Params):
     objects_per_s: Rate | None = Field(
         631043.603260053, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
-    concurrency: Integer = Field(1, ge=1, le=MAX_CORES, description=(
-        "Range reads etcd serves side by side (its servers: the cores it gives ranges; at most 4096); one range runs on one. "
-        "The calibration's shared Kind node: 1, with `ps`."
+    concurrency: EtcdCores = Field(1, ge=1, description=(
+        "Range reads each etcd member serves side by side (its servers: the cores it gives ranges; at most 4096); one "
+        "range runs on one. The calibration's shared Kind node: 1, with `ps`. A scenario's `etcd.cores` sets it."
+    ))
+    members: EtcdMembers = Field(1, ge=1, description=(
+        "Voting members of the etcd cluster (at most 16). The apiserver's etcd client sends each call to the next "
+        "member in turn, and that member serves the range with its own `concurrency` cores. With more than one, every "
+        "range first waits for a ReadIndex round (the apiserver never asks for serializable reads): the member confirms "
+        "with a quorum that the leader is still the leader, one `member_round_trip_s` on the leader and two on a "
+        "follower, which asks the leader; reads that arrive during a round wait for the next one. The calibration's "
+        "Kind node: 1. A scenario's `etcd.members` sets it."
+    ))
+    member_round_trip_s: MemberRoundTrip = Field(0.0005, ge=0, description=(
+        "Network round trip between two etcd members, in seconds: a ReadIndex round's heartbeat and its acks "
+        "(used only with `members` above 1). Default: etcd's performance guide, \"the RTT within a datacenter may be "
+        "as long as several hundred microseconds\"; members in several zones are further apart. At most 5 s. A "
+        "scenario's `etcd.member_round_trip_s` sets it."
     ))
     embedded: bool = Field(
         False,
@@ -272,7 +300,8 @@ class EtcdParams(_Params):
             "etcd runs inside the apiserver's process, as in upstream's storage tests and benchmarks "
             "(k8s.io/apiserver storage/etcd3/testserver starts it with embed.StartEtcd): each range is a job "
             "of one core on the process's own cores, its CPU is the process's, and concurrency and "
-            "discipline do not apply. Its heap is not modelled. Only with one apiserver replica."
+            "discipline do not apply. Its heap is not modelled. Only with one apiserver replica. A scenario's "
+            "`etcd.embedded` sets it."
         ),
     )
     discipline: Literal["ps", "fifo"] = Field(
@@ -739,7 +768,7 @@ class ServerParams(_Params):
     cpu: CpuParams = Field(CpuParams(), description="Cores and GOMAXPROCS.")
     process: ProcessParams = Field(ProcessParams(), description="Baseline memory, memory limit, restart.")
     watch_cache: WatchCacheParams = Field(WatchCacheParams(), description="Size of cached objects.")
-    etcd: EtcdParams = Field(EtcdParams(), description="etcd throughput.")
+    etcd: EtcdParams = Field(EtcdParams(), description="etcd's members, their cores and throughput.")
     client: ClientParams = Field(ClientParams(), description="Clients reading responses on the same cores (calibration experiment).")
     request_cpu: RequestCpuParams = Field(RequestCpuParams(), description="CPU cost coefficients per request.")
     request_memory: RequestMemoryParams = Field(RequestMemoryParams(), description="Live and allocated bytes per request.")

@@ -107,7 +107,7 @@ class CpuParams(_Params):
         ),
     )
     usable_fraction: Number = Field(
-        0.7860213503850174,
+        0.8183804971304038,
         gt=0,
         le=1,
         description=(
@@ -153,7 +153,7 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        141674661.65323594,
+        132384724.53965046,
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
@@ -261,7 +261,7 @@ class EtcdParams(_Params):
         return data
 
     bytes_per_s: Rate = Field(
-        260851497.49033523,
+        256962578.9914259,
         gt=0,
         description=(
             "Range-read throughput of one etcd server in stored bytes per second: a range's byte cost is "
@@ -269,12 +269,12 @@ class EtcdParams(_Params):
         ),
     )
     requests_per_s: Rate = Field(
-        36014.26959273722,
+        36600.49613208796,
         gt=0,
         description="Empty range reads per second of one etcd server (the per-range cost). Fitted.",
     )
     objects_per_s: Rate | None = Field(
-        631043.603260053, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
+        583409.7029074669, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
     concurrency: EtcdCores = Field(1, ge=1, description=(
         "Range reads each etcd member serves side by side (its servers: the cores it gives ranges; at most 4096); one "
@@ -312,7 +312,7 @@ class EtcdParams(_Params):
         ),
     )
     wait_live_fraction: Number = Field(
-        0.7770875989686028,
+        0.768024196419471,
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
@@ -376,10 +376,10 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: Seconds = Field(
-        0.0007251741509948308, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
+        0.0007174752784883557, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     work_cv: Annotated[Number, MIN_CV] = Field(
-        0.6530227549951396,
+        0.6797322718567358,
         ge=0,
         le=3,
         description=(
@@ -398,8 +398,8 @@ class RequestCpuParams(_Params):
             "unmarshal and the objects' decoding follow it, in decode_core_s_per_byte). Hypothesis."
         ),
     )
-    decode_core_s_per_object: Seconds = Field(9.505416675219975e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: Seconds = Field(3.1793087975734213e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    decode_core_s_per_object: Seconds = Field(9.979223826877346e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: Seconds = Field(3.0631118294908557e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: Seconds = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     cache_list_sorted: bool = Field(
         False,
@@ -432,8 +432,8 @@ class RequestCpuParams(_Params):
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: Seconds = Field(5.227443334745531e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: Seconds = Field(6.605889002066883e-09, ge=0, description="JSON per byte. Fitted.")
+    json_encode_core_s_per_object: Seconds = Field(5.042014465847517e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: Seconds = Field(6.6215553253051426e-09, ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: Seconds = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: Seconds = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: Seconds = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -444,7 +444,7 @@ class RequestCpuParams(_Params):
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
     compress_core_s_per_byte: Seconds = Field(
-        6.3207663226057046e-09,
+        6.323429978483953e-09,
         ge=0,
         description=(
             "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
@@ -469,10 +469,10 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: Number = Field(
-        0.3690222299757545, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
+        0.38157319563477415, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     decoded_bytes_per_object: Bytes = Field(
-        1534.5636600849864,
+        1406.5759681834559,
         description=(
             "Decoded bytes per object read from etcd beside its data: the object's Go structs "
             "(TypeMeta and ObjectMeta, ~0.3 KB with their strings), its maps' buckets, its managedFields "
@@ -515,9 +515,9 @@ class RequestMemoryParams(_Params):
             "out of RSS until something is written there."
         ),
     )
-    struct_copy_bytes_per_object: Bytes = Field(710.3691259444155, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
+    struct_copy_bytes_per_object: Bytes = Field(674.0189168431565, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: Number = Field(
-        1.064018631091023, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
+        1.1185228903530575, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
@@ -532,7 +532,7 @@ class RequestMemoryParams(_Params):
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size); a whole JSON response's pooled buffer allocates its actual growth instead."
     )
     streaming_alloc_multiplier: Number = Field(
-        0.824539434168655,
+        0.7818624574931315,
         ge=0,
         description=(
             "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
@@ -546,7 +546,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
-        778353.5021259369,
+        751889.4635331337,
         description=(
             "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
             "are pooled, so they are held, not allocated, per response). Fitted."
@@ -566,7 +566,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     request_held_bytes: Bytes = Field(
-        19006.40319176679,
+        20883.399580023313,
         description=(
             "Bytes every request holds from its arrival to its end, queued in APF or waiting for seats "
             "included: two goroutines (the timeout filter's and the handler's, ~16 KiB of stack each: "
@@ -596,7 +596,7 @@ class GcParams(_Params):
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: Rate = Field(
-        1673276493.7327788,
+        1590965194.9790134,
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )

@@ -96,12 +96,14 @@ def test_concurrent_lists_from_etcd_use_its_cores_until_they_are_busy():
             assert summary["etcd"]["busy_fraction_steady"] > 0.99
             assert summary["etcd"]["ranges"] == pytest.approx(cores * 10 / work, rel=0.05)
     assert seen[1]["ranges"] < seen[2]["ranges"] < seen[4]["ranges"] < seen[32]["ranges"]
-    # Four members of one core each serve as one member of four: calls go to each in turn.
+    # Four members of one core each serve as one member of four: calls go to each in turn. In
+    # turn, not to whichever is free: a member can idle for a moment while another has two
+    # ranges queued, so they are busy a little less than one member of four cores is.
     members = simapf.run(simapf.load_scenario(listers({"cores": 1, "members": 4}))).summary["etcd"]
-    assert members["busy_fraction_steady"] > 0.99
+    assert 0.97 < members["busy_fraction_steady"] <= seen[4]["busy_fraction_steady"]
     assert members["ranges"] == pytest.approx(seen[4]["ranges"], rel=0.05)
     # 32 cores are more than the apiserver can keep busy: it, not etcd, limits the LISTs.
-    assert seen[32]["ranges"] < 32 * 10 / work / 4 and seen[32]["busy_fraction_steady"] < 0.5
+    assert seen[32]["busy_fraction_steady"] < 0.5  # etcd idles more than half the time
     assert seen[32]["apiserver_cores_fraction_steady"] > 2 * seen[4]["apiserver_cores_fraction_steady"] / 3
 
 

@@ -363,7 +363,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
     policy's mean and spread over replications (peak RSS, OOM kills, throughput, rejection rate
     per level and reason, p50/p99 latency per level and verb, seats per LIST), then each
     policy's difference from the first with a paired-t confidence interval. With no SCENARIO
-    it uses the built-in default.
+    it uses the built-in default. It first says how many runs that takes and about how long.
     """
     from simapf.comparison import compare
     from simapf.files import json_text

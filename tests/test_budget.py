@@ -292,3 +292,30 @@ def test_a_budget_stop_says_what_is_done_and_left():
     stop = Budget(60.0, "1m", started=0.0, clock=lambda: 75.0).reached("sweep x", 4, 10, "runs", kept="out", left_s=30)
     assert isinstance(stop, BudgetReached)
     assert stop.summary() == "sweep x: budget of 1m spent (75 s): 4 of 10 runs done, kept in out; 6 left (~30 s)"
+
+
+# ------------------------------------------------------------------------------ compare, run --uncertainty
+
+
+def test_a_comparison_estimates_its_replications_and_draws_first(tmp_path):
+    Path("tiny.yaml").write_text(yaml.safe_dump(TINY))
+    res = simapf("compare", "tiny.yaml", "--policy", "upstream", "--policy", "size-based", "--replications", "2",
+                 "--uncertainty", "2", "--workers", "1")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert_estimate_first(res, "compare tiny: about 8 runs (2 policies x 2 replications + 2 parameter draws each)")
+
+
+def test_a_run_with_draws_estimates_them_first(tmp_path):
+    Path("tiny.yaml").write_text(yaml.safe_dump(TINY))
+    res = simapf("run", "tiny.yaml", "--uncertainty", "2", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    assert_estimate_first(res, "run tiny: about 3 runs (the run, then 2 parameter draws)")
+
+
+def test_without_progress_there_is_no_estimate(tmp_path):
+    Path("tiny.yaml").write_text(yaml.safe_dump(TINY))
+    res = simapf("compare", "tiny.yaml", "--policy", "upstream", "--policy", "size-based", "--replications", "2",
+                 "--workers", "1", "--no-progress")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "~" not in res.stderr and "pilot" not in res.stderr, res.stderr
+

@@ -319,3 +319,51 @@ def test_without_progress_there_is_no_estimate(tmp_path):
     assert res.exit_code == 0, res.output
     assert "~" not in res.stderr and "pilot" not in res.stderr, res.stderr
 
+
+# ------------------------------------------------------------------------------ the docs' example lines
+
+
+def docs_estimate_lines() -> dict[str, str]:
+    """The example estimate lines of docs/compare-and-sweep.md, by command."""
+    text = (Path(__file__).parents[1] / "docs" / "compare-and-sweep.md").read_text(encoding="utf-8")
+    block = text.split("## Estimates and time budgets", 1)[1].split("```\n", 2)[1]
+    return {line.split()[1].rstrip(":"): line for line in block.splitlines() if line.startswith("simapf: ")}
+
+
+def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
+    """Their times depend on the machine; how many runs the shipped files take does not."""
+    pytest.importorskip("optuna")
+    from simapf import kepfigures
+    from simapf.calibrate.command import planned_grids
+    from simapf.calibrate.data import cells, load_rows
+    from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params
+    from simapf.calibrate.report import current_values, load_jacobian
+    from simapf.search import check_trials, load_optimize_spec
+    from simapf.sweeps.spec import load_sweep_spec
+
+    repo = Path(__file__).parents[1]
+    lines = docs_estimate_lines()
+    sweep = load_sweep_spec(repo / "sweeps" / "policies-size-qps.yaml")
+    assert f": about {len(sweep.runs):,} runs, " in lines["sweep"]
+    assert f"each of {len(sweep.combinations):,} scenarios" in lines["sweep"]
+
+    search = load_optimize_spec(repo / "sweeps" / "optimize-relist-storm.yaml")
+    per_trial = len(search.spec.seeds) * len(search.cases)
+    compared = len(search.compare_with) * per_trial
+    trials = check_trials(search, None)
+    assert (f": at most {compared + trials * per_trial:,} runs ({compared:,} runs of the compared settings, then "
+            f"{trials} trials of {per_trial} runs)") in lines["optimize"]  # fmt: skip
+
+    spec, base = kepfigures.load_spec(repo / "figures" / "docs.yaml")
+    stages = [kepfigures.planned_runs(f, base) for f in spec.figures]
+    runs = sum(round(sum(r.count for r in s.runs) * s.times) for s in stages)
+    assert f": about {runs:,} runs for {len(spec.figures)} figures, " in lines["figures"]
+
+    params, setup, record = load_params()
+    free = record_free_params(record)
+    rows = load_rows()
+    given = load_jacobian(jacobian_path(SHIPPED), free, current_values(free, params, setup), rows) is not None
+    grids = planned_grids(len(free), 10, given)
+    n_cells = len(cells(rows))
+    assert (f": at most {grids * n_cells:,} runs ({grids} grid evaluations of {n_cells} cells: 10 iterations, "
+            f"finite differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip

@@ -16,7 +16,7 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.observe import LABELS, RECORD_FIELDS, Recorder, scraped_peak
+from simapf.observe import LABELS, RECORD_FIELDS, CpuReading, Recorder, scraped_peak
 from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
@@ -164,8 +164,8 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], series: pd.DataF
     # With several replicas, per-process figures are per replica: means over the replicas, peaks
     # the highest replica's (what its limits are compared with); `replicas` gives each.
     procs = params.cpu.procs
-    per_replica = [_replica_figures(series, label, duration, steady, cpu_at_steady, procs)
-                   for label, cpu_at_steady in zip(rec.replica_labels, rec.cpu_seconds_at_steady)]  # fmt: skip
+    per_replica = [_replica_figures(readings, duration, steady, cpu_at_steady, procs)
+                   for readings, cpu_at_steady in zip(rec.cpu_readings, rec.cpu_seconds_at_steady)]  # fmt: skip
     rss = series[series["metric"] == "process_resident_memory_bytes"]
     rss_steady = rss[rss["time_s"] >= steady]["value"]
     by_class = {}
@@ -344,39 +344,38 @@ def _etcd_summary(params: ServerParams, snap: APIServerSnapshot, busy_at_steady:
     }  # fmt: skip
 
 
-def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float,
+def _replica_figures(readings: Sequence[CpuReading], duration: float, steady: float,
                      cpu_at_steady: float, procs: int) -> dict[str, float]:  # fmt: skip
-    """One replica's CPU from its counters (the series labelled `label`), its CPU counter when
-    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`)."""
-    mine = series[series["replica"].fillna("") == label]
+    """One replica's CPU from its counters at every scrape (`readings`), its CPU counter when
+    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`): means over the
+    run from the last reading, peaks the fastest rise between two scrapes."""
+    t = [r.t_s for r in readings]
 
-    def counter(name: str) -> pd.Series:
-        return mine[mine["metric"] == name].set_index("time_s")["value"]
+    def mean(counter: list[float]) -> float:
+        return counter[-1] / duration if counter else 0.0
 
-    def mean(c: pd.Series) -> float:
-        return float(c.iloc[-1] / duration) if len(c) else 0.0
+    def peak(counter: list[float]) -> float:
+        rates = [(b - a) / (t1 - t0) for a, b, t0, t1 in zip(counter, counter[1:], t, t[1:])]
+        return max(rates) if rates else 0.0
 
-    def peak(c: pd.Series) -> float:
-        return float((c.diff().dropna() / np.diff(c.index.to_numpy())).max()) if len(c) > 1 else 0.0
-
-    cpu = counter("process_cpu_seconds_total")
-    gc_cpu = counter("go_cpu_classes_gc_total_cpu_seconds_total")
-    idle_mark = counter("go_cpu_classes_gc_mark_idle_cpu_seconds_total")
-    gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
-    cpu_steady = float(cpu.iloc[-1] - cpu_at_steady) if len(cpu) else 0.0
-    compulsory = gc_cpu - idle_mark.reindex(gc_cpu.index).fillna(0.0)
+    cpu = [r.cpu_s for r in readings]
+    gc_cpu = [r.gc_s for r in readings]
+    idle_mark = [r.idle_mark_s for r in readings]
+    # What the GC CPU limiter counts: every class but the idle mark workers'.
+    compulsory = [gc - idle for gc, idle in zip(gc_cpu, idle_mark)]
+    cpu_steady = cpu[-1] - cpu_at_steady if cpu else 0.0
     return {
         "mean_cores": mean(cpu),
         "peak_cores": peak(cpu),
         "mean_cores_steady": cpu_steady / (duration - steady),
         "gc_mean_cores": mean(gc_cpu),
         "gc_peak_cores": peak(gc_cpu),
-        "gc_dedicated_mean_cores": mean(counter("go_cpu_classes_gc_mark_dedicated_cpu_seconds_total")),
-        "gc_assist_mean_cores": mean(counter("go_cpu_classes_gc_mark_assist_cpu_seconds_total")),
+        "gc_dedicated_mean_cores": mean([r.dedicated_s for r in readings]),
+        "gc_assist_mean_cores": mean([r.assist_s for r in readings]),
         "gc_idle_mark_mean_cores": mean(idle_mark),
         "gc_compulsory_peak_cores": peak(compulsory),
         "gc_cpu_fraction": mean(compulsory) / procs,
-        "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
+        "gc_cycles": max(r.gc_cycles for r in readings) if readings else 0,
     }
 
 

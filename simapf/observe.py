@@ -29,7 +29,7 @@ from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from simapf.apf.types import NS_PER_S
 from simapf.histograms import Histograms
@@ -50,6 +50,19 @@ LABELS = ("priority_level", "flow_schema", "reason", "verb", "code", "resource",
 RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
                  "flow_schema", "seats", "outcome", "reason", "client", "attempt")  # fmt: skip
 CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
+
+
+class CpuReading(NamedTuple):
+    """One replica's CPU counters at one scrape, as its series give them (core- and P-seconds
+    since the start of the run; `gc_s` is every GC class, `idle_mark_s` one of them)."""
+
+    t_s: float
+    cpu_s: float  # process_cpu_seconds_total
+    gc_s: float  # go_cpu_classes_gc_total_cpu_seconds_total
+    dedicated_s: float
+    assist_s: float
+    idle_mark_s: float
+    gc_cycles: int
 
 
 class Recorder:
@@ -86,6 +99,8 @@ class Recorder:
         # server-seconds etcd had spent on ranges then.
         self.cpu_seconds_at_steady = [0.0] * n
         self.etcd_busy_s_at_steady = 0.0
+        # Each replica's CPU counters at every scrape: what its CPU figures are computed from.
+        self.cpu_readings: list[list[CpuReading]] = [[] for _ in range(n)]
         if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
             self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
@@ -264,6 +279,9 @@ class Recorder:
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
+        self.cpu_readings[i].append(CpuReading(
+            t, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
+            snap.gc_mark_assist_seconds_total, snap.gc_mark_idle_seconds_total, snap.gc_cycles))  # fmt: skip
         if facts.openapi_v2_eager:
             add(t, "aggregator_openapi_v2_regeneration_count", facts.openapi_v2_rebuilds, replica=replica)
         self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], snap.rss_bytes)

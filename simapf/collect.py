@@ -16,7 +16,7 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.observe import LABELS, RECORD_FIELDS, CpuReading, Recorder, scraped_peak
+from simapf.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
 from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
@@ -60,7 +60,7 @@ def collect(sim: Finished, wall_s: float) -> Result:
     requests = pd.DataFrame.from_records(rec.records, columns=list(RECORD_FIELDS)) if rec.keep_records else None
     scenario = sim.scenario.model_dump(mode="json")
     client_latency = _client_latency_table(sim)
-    summary = _summary(sim, snaps, series, latency, levels, wall_s, scenario, client_latency)
+    summary = _summary(sim, snaps, latency, levels, wall_s, scenario, client_latency)
     # Every input of this run beyond what the model was ever compared with a measurement at.
     summary["extrapolation"] = beyond(run_inputs(summary, scenario), load_checked_inputs())
     return Result(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
@@ -151,8 +151,8 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
 # ---------------------------------------------------------------------- summary
 
 
-def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], series: pd.DataFrame, latency: pd.DataFrame,
-             levels: pd.DataFrame, wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
+def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.DataFrame, levels: pd.DataFrame,
+             wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
     from simapf.workload.events import event_end_s
 
     sc = sim.scenario
@@ -165,9 +165,10 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], series: pd.DataF
     # the highest replica's (what its limits are compared with); `replicas` gives each.
     procs = params.cpu.procs
     per_replica = [_replica_figures(readings, duration, steady, cpu_at_steady, procs)
-                   for readings, cpu_at_steady in zip(rec.cpu_readings, rec.cpu_seconds_at_steady)]  # fmt: skip
-    rss = series[series["metric"] == "process_resident_memory_bytes"]
-    rss_steady = rss[rss["time_s"] >= steady]["value"]
+                   for readings, cpu_at_steady in zip(rec.readings, rec.cpu_seconds_at_steady)]  # fmt: skip
+    # Every replica's scraped RSS, scrape by scrape: (time, bytes).
+    rss = [(r.t_s, r.rss_bytes) for scrape in zip(*rec.readings) for r in scrape]
+    rss_steady = np.array([v for t, v in rss if t >= steady])
     by_class = {}
     for row in client_latency.to_dict("records"):
         # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
@@ -178,7 +179,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], series: pd.DataF
     for i, e in enumerate(sc.events):
         end = event_end_s(e)
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
-        window = rss[(rss["time_s"] >= e.at_s) & (rss["time_s"] <= nxt)]["value"]
+        window = [v for t, v in rss if e.at_s <= t <= nxt]
         # OOM kills in [at_s, the next event), the last window to the end of the run inclusive.
         kills = [d for d in sim.balancer.deaths
                  if d.reason == "oom" and e.at_s <= d.at_s and (d.at_s < nxt or nxt == duration)]  # fmt: skip
@@ -189,7 +190,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], series: pd.DataF
                 rec.true_peaks(from_ns=int(e.at_s * NS_PER_S), until_ns=int(nxt * NS_PER_S))[0]
                 if e.at_s < duration else None),
             "scraped_peak_rss_bytes_until_next_event": (
-                scraped_peak(window.to_numpy(), sc.run.scrape_interval_s, None) if len(window) else None),
+                scraped_peak(window, sc.run.scrape_interval_s, None) if window else None),
             "oom_kills_until_next_event": len(kills),
         })  # fmt: skip
 
@@ -344,7 +345,7 @@ def _etcd_summary(params: ServerParams, snap: APIServerSnapshot, busy_at_steady:
     }  # fmt: skip
 
 
-def _replica_figures(readings: Sequence[CpuReading], duration: float, steady: float,
+def _replica_figures(readings: Sequence[ProcessReading], duration: float, steady: float,
                      cpu_at_steady: float, procs: int) -> dict[str, float]:  # fmt: skip
     """One replica's CPU from its counters at every scrape (`readings`), its CPU counter when
     the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`): means over the

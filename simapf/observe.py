@@ -52,11 +52,12 @@ RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace"
 CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
 
 
-class CpuReading(NamedTuple):
-    """One replica's CPU counters at one scrape, as its series give them (core- and P-seconds
-    since the start of the run; `gc_s` is every GC class, `idle_mark_s` one of them)."""
+class ProcessReading(NamedTuple):
+    """One replica's RSS and CPU counters at one scrape, as its series give them (core- and
+    P-seconds since the start of the run; `gc_s` is every GC class, `idle_mark_s` one of them)."""
 
     t_s: float
+    rss_bytes: float
     cpu_s: float  # process_cpu_seconds_total
     gc_s: float  # go_cpu_classes_gc_total_cpu_seconds_total
     dedicated_s: float
@@ -99,8 +100,9 @@ class Recorder:
         # server-seconds etcd had spent on ranges then.
         self.cpu_seconds_at_steady = [0.0] * n
         self.etcd_busy_s_at_steady = 0.0
-        # Each replica's CPU counters at every scrape: what its CPU figures are computed from.
-        self.cpu_readings: list[list[CpuReading]] = [[] for _ in range(n)]
+        # Each replica's RSS and CPU counters at every scrape: what the summary's figures of
+        # them are computed from.
+        self.readings: list[list[ProcessReading]] = [[] for _ in range(n)]
         if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
             self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
@@ -279,8 +281,8 @@ class Recorder:
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
-        self.cpu_readings[i].append(CpuReading(
-            t, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
+        self.readings[i].append(ProcessReading(
+            t, snap.rss_bytes, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
             snap.gc_mark_assist_seconds_total, snap.gc_mark_idle_seconds_total, snap.gc_cycles))  # fmt: skip
         if facts.openapi_v2_eager:
             add(t, "aggregator_openapi_v2_regeneration_count", facts.openapi_v2_rebuilds, replica=replica)

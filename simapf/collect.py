@@ -16,13 +16,13 @@ import pandas as pd
 
 from simapf import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.observe import LABELS, RECORD_FIELDS, Recorder, scraped_peak
+from simapf.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
 from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
 from simapf.server.params import ServerParams
-from simapf.server.runtime import SimulatedAPIServer
+from simapf.server.runtime import APIServerSnapshot, SimulatedAPIServer, by_level, by_level_and_reason
 from simapf.workload.balancer import LoadBalancer
 from simapf.uncertainty.coverage import beyond, run_inputs
 from simapf.uncertainty.model_error import load_checked_inputs
@@ -55,11 +55,12 @@ def collect(sim: Finished, wall_s: float) -> Result:
     series["metric"] = series["metric"].astype("string")
 
     latency = _latency_table(rec.latencies)
-    levels = _levels_table(sim)
+    snaps = [server.snapshot() for server in sim.servers]  # every replica as the run ended
+    levels = _levels_table(snaps)
     requests = pd.DataFrame.from_records(rec.records, columns=list(RECORD_FIELDS)) if rec.keep_records else None
     scenario = sim.scenario.model_dump(mode="json")
     client_latency = _client_latency_table(sim)
-    summary = _summary(sim, series, latency, levels, wall_s, scenario, client_latency)
+    summary = _summary(sim, snaps, latency, levels, wall_s, scenario, client_latency)
     # Every input of this run beyond what the model was ever compared with a measurement at.
     summary["extrapolation"] = beyond(run_inputs(summary, scenario), load_checked_inputs())
     return Result(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
@@ -124,11 +125,11 @@ def _client_latency_table(sim: Finished) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
 
 
-def _levels_table(sim: Finished) -> pd.DataFrame:
+def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
     """Per priority level, over every replica."""
-    names = list(sim.servers[0].apf.levels)
-    dispatched_by_level = _summed(s.dispatched_by_level for s in sim.servers)
-    rejected_by_level = _summed(s.rejected_by_level for s in sim.servers)
+    names = [g.name for g in snaps[0].levels]
+    dispatched_by_level = _summed(by_level(s.dispatched_by_flow) for s in snaps)
+    rejected_by_level = _summed(by_level_and_reason(s.rejected_by_flow) for s in snaps)
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -150,22 +151,24 @@ def _levels_table(sim: Finished) -> pd.DataFrame:
 # ---------------------------------------------------------------------- summary
 
 
-def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels: pd.DataFrame,
+def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.DataFrame, levels: pd.DataFrame,
              wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
     from simapf.workload.events import event_end_s
 
     sc = sim.scenario
     server = sim.server
+    params = server.params  # every replica's
     rec = sim.recorder
     duration = sc.run.duration_s
     steady = sc.run.steady_from_s
     # With several replicas, per-process figures are per replica: means over the replicas, peaks
     # the highest replica's (what its limits are compared with); `replicas` gives each.
-    procs = server.model.params.cpu.procs
-    per_replica = [_replica_figures(series, label, duration, steady, cpu_at_steady, procs)
-                   for label, cpu_at_steady in zip(rec.replica_labels, rec.cpu_seconds_at_steady)]  # fmt: skip
-    rss = series[series["metric"] == "process_resident_memory_bytes"]
-    rss_steady = rss[rss["time_s"] >= steady]["value"]
+    procs = params.cpu.procs
+    per_replica = [_replica_figures(readings, duration, steady, cpu_at_steady, procs)
+                   for readings, cpu_at_steady in zip(rec.readings, rec.cpu_seconds_at_steady)]  # fmt: skip
+    # Every replica's scraped RSS, scrape by scrape: (time, bytes).
+    rss = [(r.t_s, r.rss_bytes) for scrape in zip(*rec.readings) for r in scrape]
+    rss_steady = np.array([v for t, v in rss if t >= steady])
     by_class = {}
     for row in client_latency.to_dict("records"):
         # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
@@ -176,7 +179,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     for i, e in enumerate(sc.events):
         end = event_end_s(e)
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
-        window = rss[(rss["time_s"] >= e.at_s) & (rss["time_s"] <= nxt)]["value"]
+        window = [v for t, v in rss if e.at_s <= t <= nxt]
         # OOM kills in [at_s, the next event), the last window to the end of the run inclusive.
         kills = [d for d in sim.balancer.deaths
                  if d.reason == "oom" and e.at_s <= d.at_s and (d.at_s < nxt or nxt == duration)]  # fmt: skip
@@ -187,7 +190,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
                 rec.true_peaks(from_ns=int(e.at_s * NS_PER_S), until_ns=int(nxt * NS_PER_S))[0]
                 if e.at_s < duration else None),
             "scraped_peak_rss_bytes_until_next_event": (
-                scraped_peak(window.to_numpy(), sc.run.scrape_interval_s, None) if len(window) else None),
+                scraped_peak(window, sc.run.scrape_interval_s, None) if window else None),
             "oom_kills_until_next_event": len(kills),
         })  # fmt: skip
 
@@ -225,8 +228,8 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         }  # fmt: skip
         clients.append(row)
 
-    completed = _summed(srv.completed for srv in sim.servers)
-    n_replicas = len(sim.servers)
+    completed = _summed(s.completed for s in snaps)
+    n_replicas = len(snaps)
     return {
         "simapf_version": __version__,
         "scenario_name": sc.name,
@@ -241,7 +244,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             "peak_heap_inuse_bytes": rec.peak_heap,
             "scraped_peak_rss_bytes": rec.scraped_peak_rss,
             "scraped_peak_heap_inuse_bytes": rec.scraped_peak_heap,
-            "memory_limit_bytes": server.model.params.process.memory_limit_bytes,
+            "memory_limit_bytes": params.process.memory_limit_bytes,
             "steady_state_from_s": steady,
             "peak_rss_steady_bytes": rec.peak_rss_steady,
             "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady,
@@ -255,7 +258,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         "cpu": {
             "mean_cores": sum(r["mean_cores"] for r in per_replica) / n_replicas,
             "peak_cores": max(r["peak_cores"] for r in per_replica),
-            "cores": server.model.params.cpu.cores,
+            "cores": params.cpu.cores,
             "mean_cores_steady": sum(r["mean_cores_steady"] for r in per_replica) / n_replicas,
             # The Go GC's CPU as the runtime's metrics count it (/cpu/classes/gc, in P-seconds a
             # second: the Ps its workers hold, whether or not the OS runs them), all classes, and
@@ -273,18 +276,18 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             "gc_cpu_fraction": sum(r["gc_cpu_fraction"] for r in per_replica) / n_replicas,
             "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
         },
-        "etcd": _etcd_summary(sim, per_replica, duration, steady),
+        "etcd": _etcd_summary(params, snaps[0], rec.etcd_busy_s_at_steady, per_replica, duration, steady),
         "admission_webhooks": [
             {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
             for w in (server.admission.webhooks if server.admission is not None else [])
         ],
         "process": {
-            "oom_kills": sum(s.model.process.oom_kills for s in sim.servers),
-            "kills": sum(s.model.process.kills for s in sim.servers),
-            "restarts": sum(s.model.process.restarts for s in sim.servers),
-            "down_s": sum(s.model.process.down_ns_until(int(duration * NS_PER_S)) for s in sim.servers) / NS_PER_S,
+            "oom_kills": sum(s.oom_kills for s in snaps),
+            "kills": sum(s.kills for s in snaps),
+            "restarts": sum(s.restarts for s in snaps),
+            "down_s": sum(s.down_ns for s in snaps) / NS_PER_S,
         },  # fmt: skip
-        "replicas": [_replica_summary(sim, i, figures, duration) for i, figures in enumerate(per_replica)],
+        "replicas": [_replica_summary(sim, snap, figures) for snap, figures in zip(snaps, per_replica)],
         # Every process death in time order: which replica, why, and what moved to the others.
         "deaths": [d.as_dict() for d in sim.balancer.deaths],
         "requests": {"total": sum(completed.values()), "by_outcome": completed,
@@ -299,7 +302,7 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
         "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
         "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
         # What made these numbers: the build, the resolved scenario, the calibration, the seed.
-        "provenance": provenance(scenario, server.model.params, [sc.run.seed]),
+        "provenance": provenance(scenario, params, [sc.run.seed]),
         "scenario": scenario,
     }
 
@@ -313,26 +316,27 @@ APISERVER_IDLE = 0.5
 FITTED_ETCD = ServerParams().etcd
 
 
-def _etcd_summary(sim: Finished, per_replica: list[dict[str, float]], duration: float,
-                  steady: float) -> dict[str, Any]:  # fmt: skip
-    """The etcd every replica read, as deployed, and how busy it was: its ranges and the
-    server-seconds they took (`busy_core_s`), and the share of its cores' time (every member's)
-    they took over the run and over the steady state. An embedded etcd's ranges ran on the
-    apiserver's cores, so it has no time of its own to be busy."""
-    p = sim.server.model.params.etcd
-    etcd = sim.server.model.etcd  # one etcd for every replica (an embedded one: the one replica's)
-    busy = etcd.busy_seconds()
+def _etcd_summary(params: ServerParams, snap: APIServerSnapshot, busy_at_steady: float,
+                  per_replica: list[dict[str, float]], duration: float, steady: float) -> dict[str, Any]:  # fmt: skip
+    """The etcd every replica read (`snap`: a replica's snapshot; one etcd serves them all, an
+    embedded one the one replica), as deployed, and how busy it was: its ranges and the
+    server-seconds they took (`busy_core_s`; `busy_at_steady` when the steady state started),
+    and the share of its cores' time (every member's) they took over the run and over the
+    steady state. An embedded etcd's ranges ran on the apiserver's cores, so it has no time of
+    its own to be busy."""
+    p = params.etcd
+    busy = snap.etcd_busy_core_s
     own = not p.embedded
     cores = p.members * p.concurrency  # every member's
-    busy_steady = (busy - sim.recorder.etcd_busy_s_at_steady) / (cores * (duration - steady)) if own else None
-    cpu_steady = sum(r["mean_cores_steady"] for r in per_replica) / len(per_replica) / sim.server.model.params.cpu.cores
+    busy_steady = (busy - busy_at_steady) / (cores * (duration - steady)) if own else None
+    cpu_steady = sum(r["mean_cores_steady"] for r in per_replica) / len(per_replica) / params.cpu.cores
     return {
         "cores": p.concurrency, "members": p.members, "member_round_trip_s": p.member_round_trip_s,
         "embedded": p.embedded,
         "fitted_deployment": (p.concurrency, p.members, p.embedded) == (FITTED_ETCD.concurrency, FITTED_ETCD.members,
                                                                        FITTED_ETCD.embedded),
-        "ranges": etcd.ranges,
-        "read_index_rounds": etcd.read_index_rounds,
+        "ranges": snap.etcd_ranges,
+        "read_index_rounds": snap.etcd_read_index_rounds,
         "busy_core_s": busy,
         "busy_fraction": busy / (cores * duration) if own else None,
         "busy_fraction_steady": busy_steady,
@@ -341,39 +345,38 @@ def _etcd_summary(sim: Finished, per_replica: list[dict[str, float]], duration: 
     }  # fmt: skip
 
 
-def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float,
+def _replica_figures(readings: Sequence[ProcessReading], duration: float, steady: float,
                      cpu_at_steady: float, procs: int) -> dict[str, float]:  # fmt: skip
-    """One replica's CPU from its counters (the series labelled `label`), its CPU counter when
-    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`)."""
-    mine = series[series["replica"].fillna("") == label]
+    """One replica's CPU from its counters at every scrape (`readings`), its CPU counter when
+    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`): means over the
+    run from the last reading, peaks the fastest rise between two scrapes."""
+    t = [r.t_s for r in readings]
 
-    def counter(name: str) -> pd.Series:
-        return mine[mine["metric"] == name].set_index("time_s")["value"]
+    def mean(counter: list[float]) -> float:
+        return counter[-1] / duration if counter else 0.0
 
-    def mean(c: pd.Series) -> float:
-        return float(c.iloc[-1] / duration) if len(c) else 0.0
+    def peak(counter: list[float]) -> float:
+        rates = [(b - a) / (t1 - t0) for a, b, t0, t1 in zip(counter, counter[1:], t, t[1:])]
+        return max(rates) if rates else 0.0
 
-    def peak(c: pd.Series) -> float:
-        return float((c.diff().dropna() / np.diff(c.index.to_numpy())).max()) if len(c) > 1 else 0.0
-
-    cpu = counter("process_cpu_seconds_total")
-    gc_cpu = counter("go_cpu_classes_gc_total_cpu_seconds_total")
-    idle_mark = counter("go_cpu_classes_gc_mark_idle_cpu_seconds_total")
-    gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
-    cpu_steady = float(cpu.iloc[-1] - cpu_at_steady) if len(cpu) else 0.0
-    compulsory = gc_cpu - idle_mark.reindex(gc_cpu.index).fillna(0.0)
+    cpu = [r.cpu_s for r in readings]
+    gc_cpu = [r.gc_s for r in readings]
+    idle_mark = [r.idle_mark_s for r in readings]
+    # What the GC CPU limiter counts: every class but the idle mark workers'.
+    compulsory = [gc - idle for gc, idle in zip(gc_cpu, idle_mark)]
+    cpu_steady = cpu[-1] - cpu_at_steady if cpu else 0.0
     return {
         "mean_cores": mean(cpu),
         "peak_cores": peak(cpu),
         "mean_cores_steady": cpu_steady / (duration - steady),
         "gc_mean_cores": mean(gc_cpu),
         "gc_peak_cores": peak(gc_cpu),
-        "gc_dedicated_mean_cores": mean(counter("go_cpu_classes_gc_mark_dedicated_cpu_seconds_total")),
-        "gc_assist_mean_cores": mean(counter("go_cpu_classes_gc_mark_assist_cpu_seconds_total")),
+        "gc_dedicated_mean_cores": mean([r.dedicated_s for r in readings]),
+        "gc_assist_mean_cores": mean([r.assist_s for r in readings]),
         "gc_idle_mark_mean_cores": mean(idle_mark),
         "gc_compulsory_peak_cores": peak(compulsory),
         "gc_cpu_fraction": mean(compulsory) / procs,
-        "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
+        "gc_cycles": max(r.gc_cycles for r in readings) if readings else 0,
     }
 
 
@@ -386,9 +389,8 @@ def _summed(counts: Iterable[dict]) -> dict:
     return total
 
 
-def _replica_summary(sim: Finished, i: int, figures: dict[str, float], duration: float) -> dict[str, Any]:
-    server = sim.servers[i]
-    process = server.model.process
+def _replica_summary(sim: Finished, snap: APIServerSnapshot, figures: dict[str, float]) -> dict[str, Any]:
+    i = snap.replica
     rec = sim.recorder
     return {
         "replica": i,
@@ -397,11 +399,11 @@ def _replica_summary(sim: Finished, i: int, figures: dict[str, float], duration:
         "scraped_peak_rss_bytes": rec.scraped_peak_rss_by_replica[i],
         "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady_by_replica[i],
         "mean_cores": figures["mean_cores"],
-        "oom_kills": process.oom_kills, "kills": process.kills, "restarts": process.restarts,
-        "down_s": process.down_ns_until(int(duration * NS_PER_S)) / NS_PER_S,
-        "requests": dict(server.completed),
-        "openapi_v2_rebuilds": server.model.openapi.rebuilds,
-        "openapi_v2_rebuild_core_s": server.model.openapi.core_s_total,
+        "oom_kills": snap.oom_kills, "kills": snap.kills, "restarts": snap.restarts,
+        "down_s": snap.down_ns / NS_PER_S,
+        "requests": snap.completed,
+        "openapi_v2_rebuilds": snap.openapi_v2_rebuilds,
+        "openapi_v2_rebuild_core_s": snap.openapi_v2_rebuild_core_s,
         "connections_at_end": sim.balancer.connections[i],
         "open_watches_at_end": sim.cluster.open_watches(i),
     }  # fmt: skip

@@ -19,7 +19,7 @@ miss whatever rose and fell between two scrapes, an OOM kill's RSS too. With sev
 replicas each has its own per-process series (label `replica`) and peaks; `peak_rss` and the
 like are the highest replica's.
 
-Nothing here changes the model: a scrape reads it (`ResourceModel.snapshot`), a mark only
+Nothing here changes the model: a scrape reads it (`SimulatedAPIServer.snapshot`), a mark only
 restarts the peaks the model follows.
 """
 
@@ -29,12 +29,12 @@ from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from simapf.apf.types import NS_PER_S
 from simapf.histograms import Histograms
 from simapf.server.paths import ServingPath
-from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest
+from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
 from simapf.workload.cluster import GONE
 
 if TYPE_CHECKING:
@@ -50,6 +50,20 @@ LABELS = ("priority_level", "flow_schema", "reason", "verb", "code", "resource",
 RECORD_FIELDS = ("received_s", "done_s", "user", "verb", "resource", "namespace", "priority_level",
                  "flow_schema", "seats", "outcome", "reason", "client", "attempt")  # fmt: skip
 CODES = {OK: "200", REJECTED: "429", FAILED: "500", GONE: "410"}
+
+
+class ProcessReading(NamedTuple):
+    """One replica's RSS and CPU counters at one scrape, as its series give them (core- and
+    P-seconds since the start of the run; `gc_s` is every GC class, `idle_mark_s` one of them)."""
+
+    t_s: float
+    rss_bytes: float
+    cpu_s: float  # process_cpu_seconds_total
+    gc_s: float  # go_cpu_classes_gc_total_cpu_seconds_total
+    dedicated_s: float
+    assist_s: float
+    idle_mark_s: float
+    gc_cycles: int
 
 
 class Recorder:
@@ -86,13 +100,16 @@ class Recorder:
         # server-seconds etcd had spent on ranges then.
         self.cpu_seconds_at_steady = [0.0] * n
         self.etcd_busy_s_at_steady = 0.0
+        # Each replica's RSS and CPU counters at every scrape: what the summary's figures of
+        # them are computed from.
+        self.readings: list[list[ProcessReading]] = [[] for _ in range(n)]
         if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
             self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
         self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
         self.replica_labels = [str(i) for i in range(n)] if n > 1 else [""]
         for i, server in enumerate(cluster.servers):
-            server.model.process.on_death.append(partial(self._killed, i))
+            server.on_death(partial(self._killed, i))
 
     # ------------------------------------------------------------------ true peaks
 
@@ -111,13 +128,14 @@ class Recorder:
     def _close_segment(self) -> None:
         start = self._segment_from_ns
         for i, server in enumerate(self.cluster.servers):
-            rss, heap = server.model.memory.restart_peaks()
+            rss, heap = server.restart_peaks()
             self.segments[i].append((start, rss, heap))
 
     def _steady_starts(self) -> None:
-        for i, server in enumerate(self.cluster.servers):
-            self.cpu_seconds_at_steady[i] = server.model.snapshot().cpu_seconds_total
-        self.etcd_busy_s_at_steady = self.cluster.servers[0].model.etcd.busy_seconds()
+        snaps = [server.snapshot() for server in self.cluster.servers]
+        for i, snap in enumerate(snaps):
+            self.cpu_seconds_at_steady[i] = snap.resources.cpu_seconds_total
+        self.etcd_busy_s_at_steady = snaps[0].etcd_busy_core_s
 
     def true_peaks(self, replica: int | None = None, from_ns: int = 0,
                    until_ns: int | None = None) -> tuple[float, float]:  # fmt: skip
@@ -188,10 +206,9 @@ class Recorder:
                 served[1] += cost.shape.response_bytes
         if code is not None and code != "410":
             a = rec.attrs
-            level = self.cluster.servers[rec.replica].apf.levels.get(rec.priority_level)
             self.histograms.observe(verb, a.resource or a.path, a.namespace, a.name, rec.priority_level,
-                                    rec.flow_schema, level is not None and level.queueset.exempt,
-                                    rec.received_ns, rec.dispatch_ns, rec.done_ns)  # fmt: skip
+                                    rec.flow_schema, rec.exempt, rec.received_ns, rec.dispatch_ns,
+                                    rec.done_ns)  # fmt: skip
         if self.keep_records:
             a = rec.attrs
             client, attempt = rec.tag if isinstance(rec.tag, tuple) else ("", 0)
@@ -243,10 +260,11 @@ class Recorder:
         self._rejected_seen = rejected
         self.health.append((t, healthy))
 
-    def _scrape_replica(self, t: float, i: int, server, replica: str) -> tuple[bool, int]:
+    def _scrape_replica(self, t: float, i: int, server: SimulatedAPIServer, replica: str) -> tuple[bool, int]:
         """One replica's process and APF series; returns (up with its caches ready, APF rejections so far)."""
         add = self._add
-        snap = server.model.snapshot()
+        facts = server.snapshot()
+        snap = facts.resources
         add(t, "up", 1.0 if snap.up else 0.0, replica=replica)
         add(t, "process_resident_memory_bytes", snap.rss_bytes, replica=replica)
         add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes, replica=replica)
@@ -263,9 +281,11 @@ class Recorder:
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
-        openapi = server.model.openapi
-        if openapi.eager:
-            add(t, "aggregator_openapi_v2_regeneration_count", openapi.rebuilds, replica=replica)
+        self.readings[i].append(ProcessReading(
+            t, snap.rss_bytes, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
+            snap.gc_mark_assist_seconds_total, snap.gc_mark_idle_seconds_total, snap.gc_cycles))  # fmt: skip
+        if facts.openapi_v2_eager:
+            add(t, "aggregator_openapi_v2_regeneration_count", facts.openapi_v2_rebuilds, replica=replica)
         self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], snap.rss_bytes)
         self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], snap.heap_inuse_bytes)
         if self.steady_from_ns is not None and snap.t_ns >= self.steady_from_ns:
@@ -273,23 +293,23 @@ class Recorder:
             self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i],
                                                               snap.heap_inuse_bytes)  # fmt: skip
         if snap.up:
-            for name, level in server.apf.levels.items():
-                g = level.queueset.gauges()
+            for g in facts.levels:
+                name = g.name
                 add(t, "apiserver_flowcontrol_current_executing_seats", g.executing_seats, priority_level=name,
                     replica=replica)  # fmt: skip
                 add(t, "apiserver_flowcontrol_current_executing_requests", g.executing_requests, priority_level=name,
                     replica=replica)  # fmt: skip
-                add(t, "apiserver_flowcontrol_current_inqueue_requests", g.waiting_requests, priority_level=name,
+                add(t, "apiserver_flowcontrol_current_inqueue_requests", g.inqueue_requests, priority_level=name,
                     replica=replica)  # fmt: skip
-                add(t, "apiserver_flowcontrol_current_limit_seats", g.concurrency_limit, priority_level=name,
+                add(t, "apiserver_flowcontrol_current_limit_seats", g.limit_seats, priority_level=name,
                     replica=replica)  # fmt: skip
-                add(t, "apiserver_flowcontrol_nominal_limit_seats", level.limits.nominal_cl, priority_level=name,
+                add(t, "apiserver_flowcontrol_nominal_limit_seats", g.nominal_limit_seats, priority_level=name,
                     replica=replica)  # fmt: skip
-        for (name, fs), n in server.dispatched_by_flow.items():
+        for (name, fs), n in facts.dispatched_by_flow.items():
             add(t, "apiserver_flowcontrol_dispatched_requests_total", n, priority_level=name, flow_schema=fs,
                 replica=replica)  # fmt: skip
         rejected = 0
-        for (name, fs, reason), n in server.rejected_by_flow.items():
+        for (name, fs, reason), n in facts.rejected_by_flow.items():
             add(t, "apiserver_flowcontrol_rejected_requests_total", n, priority_level=name, flow_schema=fs,
                 reason=reason, replica=replica)  # fmt: skip
             rejected += n
@@ -299,10 +319,10 @@ class Recorder:
         return snap.up and snap.state == "up", rejected
 
     def _killed(self, i: int, now_ns: int) -> None:
-        model = self.cluster.servers[i].model
-        if model.process.last_down_reason == "oom":
-            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, model.rss_at_oom_bytes)
-            self.oom_demand = max(self.oom_demand or 0.0, model.oom_demand_bytes)
+        snap = self.cluster.servers[i].snapshot()
+        if snap.last_down_reason == "oom":
+            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, snap.rss_at_oom_bytes)
+            self.oom_demand = max(self.oom_demand or 0.0, snap.oom_demand_bytes)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,
@@ -392,14 +412,15 @@ class Dashboard:
         rss = heap = cpu = client = 0.0
         ok = rejected = pending = 0
         for server in cluster.servers:
-            snap = server.model.snapshot()
+            facts = server.snapshot()
+            snap = facts.resources
             rss = max(rss, snap.rss_bytes)
             heap = max(heap, snap.heap_inuse_bytes)
             cpu += snap.cpu_seconds_total
             client += snap.client_cpu_seconds_total
-            ok += server.completed[OK]
-            rejected += server.completed[REJECTED]
-            pending += server.pending
+            ok += facts.completed[OK]
+            rejected += facts.completed[REJECTED]
+            pending += facts.pending
         self.scrapes.append(Reading(t, rss, heap, cpu, client, ok, rejected, self._due(), pending))
 
     def mark(self) -> None:
@@ -412,14 +433,14 @@ class Dashboard:
         return sum(g.stats.attempts + len(g.held) for g in self.groups)
 
     def readings(self) -> Readings:
-        servers = self.cluster.servers
+        snaps = [server.snapshot() for server in self.cluster.servers]
         return Readings(
             scrape_interval_s=self.scrape_interval_s,
             scrapes=self.scrapes,
-            requests_total=sum(sum(s.completed.values()) for s in servers),
-            ok_total=sum(s.completed[OK] for s in servers),
-            rejected_total=sum(s.completed[REJECTED] for s in servers),
-            failed_total=sum(s.completed[FAILED] for s in servers),
+            requests_total=sum(sum(s.completed.values()) for s in snaps),
+            ok_total=sum(s.completed[OK] for s in snaps),
+            rejected_total=sum(s.completed[REJECTED] for s in snaps),
+            failed_total=sum(s.completed[FAILED] for s in snaps),
             due_total=self._due(),
-            oom_kills=sum(s.model.process.oom_kills for s in servers),
+            oom_kills=sum(s.oom_kills for s in snaps),
         )

@@ -29,7 +29,7 @@ from simapf.workload.balancer import LoadBalancer
 from simapf.workload.clientgo import Timers
 from simapf.workload.clients import ClientGroup
 from simapf.workload.cluster import Cluster
-from simapf.workload.events import EventRunner
+from simapf.workload.events import EventRunner, install_crds
 from simapf.workload.instance import Context, stream
 from simapf.workload.inventory import Inventory
 
@@ -76,15 +76,11 @@ class Simulation:
         ]
         self.server = self.servers[0]  # the only one unless apiserver.replicas > 1
         for server in self.servers:
-            server.model.set_watch_cache(self.inventory.cached_resources())
+            server.set_watch_cache(self.inventory.cached_resources())
             # From here each write reaches every replica's watch caches as it is committed.
-            self.inventory.follow(server.model.watch_cache_event)
+            self.inventory.follow(server.watch_cache_event)
         for group in sc.crds_at_start():
-            self.inventory.install_crds(group, group.count)
-            for server in self.servers:
-                server.model.set_crds(group.count * params.crds.crd_bytes(group.served_versions, group.schema_bytes))
-                server.model.openapi.crds_changed(
-                    group.count * params.crds.crd_openapi_bytes(group.served_versions, group.schema_bytes), rebuild=False)
+            install_crds(self.inventory, self.servers, group, group.count, at_start=True)
         lb = api.load_balancer
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
@@ -100,7 +96,7 @@ class Simulation:
         else:
             self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
                                      steady_from_ns=_ns(sc.run.steady_from_s))  # fmt: skip
-            self.cluster.observer = self.recorder.completed
+            self.cluster.observers.append(self.recorder.completed)
         self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
                                   {g.name: g for g in sc.crds})  # fmt: skip
 

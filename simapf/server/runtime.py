@@ -12,7 +12,7 @@ limits, a new borrowing timer) and empty watch caches that refill from etcd.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Final
+from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
 
@@ -26,10 +26,11 @@ from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
 from simapf.environment import Environment
-from simapf.server.model import ResourceModel
+from simapf.server.model import CachedResource, ResourceModel, ServerSnapshot
 from simapf.server.network import Link
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
+from simapf.server.process import Hook
 
 if TYPE_CHECKING:
     from simapf.server.etcd import EmbeddedEtcd, EtcdModel
@@ -68,8 +69,8 @@ class ServerRequest:
 
     __slots__ = (
         "attrs", "cost", "service_ns", "on_done", "received_ns", "dispatch_ns", "done_ns",
-        "outcome", "reason", "priority_level", "flow_schema", "seats", "apf", "replica", "incarnation",
-        "tag", "retry_after_s", "link",
+        "outcome", "reason", "priority_level", "flow_schema", "seats", "exempt", "apf", "replica",
+        "incarnation", "tag", "retry_after_s", "link",
     )  # fmt: skip
 
     def __init__(self, attrs: RequestAttributes, cost: RequestCost | None, service_ns: int | None,
@@ -87,6 +88,7 @@ class ServerRequest:
         self.priority_level = ""
         self.flow_schema = ""
         self.seats = 0
+        self.exempt = False  # dispatched by an exempt priority level (set at dispatch)
         self.apf: Request | None = None  # APF's record of it, while APF holds it
         self.replica = 0  # which apiserver replica took it, and its process incarnation then
         self.incarnation = 0
@@ -97,6 +99,62 @@ class ServerRequest:
     @property
     def latency_ns(self) -> int:
         return self.done_ns - self.received_ns
+
+
+class LevelGauges(NamedTuple):
+    """One priority level's gauges, as upstream's apiserver_flowcontrol_* metrics name them."""
+
+    name: str
+    executing_seats: int
+    executing_requests: int
+    inqueue_requests: int
+    limit_seats: int  # the current limit, borrowing included
+    nominal_limit_seats: int
+
+
+class APIServerSnapshot(NamedTuple):
+    """One apiserver replica at one instant: everything the rest of simapf reads of it.
+
+    Counters run across restarts and reconfigurations. A snapshot is a reading: taking one
+    changes nothing in the model, so how often it is taken never changes a run."""
+
+    t_ns: int
+    replica: int
+    resources: ServerSnapshot  # the process's memory, GC and CPU (simapf.server.model)
+    oom_kills: int
+    kills: int  # every death, OOM kills included
+    restarts: int
+    down_ns: int  # time spent down so far, a downtime still open included
+    last_down_reason: str | None  # why the process last died ("oom", or the reason of a kill)
+    rss_at_oom_bytes: float  # the RSS the last OOM kill ended (at most the limit)
+    oom_demand_bytes: float  # what the allocation that did not fit would have made it
+    openapi_v2_eager: bool  # the OpenAPI v2 document is rebuilt on every CRD change (before 1.28)
+    openapi_v2_rebuilds: int
+    openapi_v2_rebuild_core_s: float
+    etcd_busy_core_s: float  # the etcd it reads (shared by the replicas): server-seconds of ranges
+    etcd_ranges: int
+    etcd_read_index_rounds: int
+    levels: tuple[LevelGauges, ...]  # the current APF configuration's levels, in its order
+    completed: dict[str, int]  # requests ended, by outcome
+    pending: int  # requests queued or executing
+    dispatched_by_flow: dict[tuple[str, str], int]  # (priority level, flow schema)
+    rejected_by_flow: dict[tuple[str, str, str], int]  # (priority level, flow schema, reason)
+
+
+def by_level(dispatched_by_flow: dict[tuple[str, str], int]) -> dict[str, int]:
+    """Dispatches per priority level, from those per (level, flow schema)."""
+    out: dict[str, int] = {}
+    for (level, _fs), n in dispatched_by_flow.items():
+        out[level] = out.get(level, 0) + n
+    return out
+
+
+def by_level_and_reason(rejected_by_flow: dict[tuple[str, str, str], int]) -> dict[tuple[str, str], int]:
+    """Rejections per (priority level, reason), from those per (level, flow schema, reason)."""
+    out: dict[tuple[str, str], int] = {}
+    for (level, _fs, reason), n in rejected_by_flow.items():
+        out[(level, reason)] = out.get((level, reason), 0) + n
+    return out
 
 
 class SimulatedAPIServer:
@@ -180,6 +238,115 @@ class SimulatedAPIServer:
         self._draining.append(old)
         self.apf = self._new_apf()
 
+    # ----------------------------------------------------------------- the front door
+    # What the cluster, its clients, the scenario's events and the observers may do to an
+    # apiserver and read of it. The resource model (`model`) is simapf.server's own: nothing
+    # outside the package reaches into it.
+
+    @property
+    def params(self) -> ServerParams:
+        return self.model.params
+
+    @property
+    def up(self) -> bool:
+        """The process runs: from its death to its restart it does not."""
+        return self.model.up
+
+    def on_death(self, hook: Hook) -> None:
+        """`hook(now_ns)` is called whenever the process dies (an OOM kill, or `kill`), after
+        the apiserver has failed every request it held. Hooks run in the order they were given."""
+        self.model.process.on_death.append(hook)
+
+    def on_restart(self, hook: Hook) -> None:
+        """`hook(now_ns)` is called whenever a new process is up, its watch caches empty."""
+        self.model.process.on_restart.append(hook)
+
+    def kill(self, reason: str = "killed") -> None:
+        """Kill the process now (a scenario's restart); it restarts after `restart_s`."""
+        self.model.kill(reason)
+
+    def set_watch_cache(self, resources: Iterable[CachedResource]) -> None:
+        """The watch-cached resources, taken as filled now (at the start of a run)."""
+        self.model.set_watch_cache(resources)
+
+    def watch_cache_event(self, name: str, objects: int, stored_bytes: float) -> None:
+        """A write to the watch-cached resource `name` committed (`ResourceModel.watch_cache_event`)."""
+        self.model.watch_cache_event(name, objects, stored_bytes)
+
+    def watch_cache_ready(self, name: str) -> bool:
+        """Whether the watch cache of resource `name` is filled."""
+        return self.model.watch_cache_ready(name)
+
+    def hold(self, nbytes: float) -> bool:
+        """`nbytes` stay live (an open watch's) until `release(nbytes)`. False if allocating
+        them killed the process (then nothing is held)."""
+        return self.model.hold(nbytes)
+
+    def release(self, nbytes: float) -> None:
+        """What `hold(nbytes)` held is freed (not called for a process that died since)."""
+        self.model.release(nbytes)
+
+    def spend_cpu(self, core_s: float) -> None:
+        """CPU work on the apiserver's cores that nobody waits for (a watch event's fan-out)."""
+        self.model.cpu.add(core_s, _nothing)
+
+    def install_crds(self, count: int, served_versions: int, schema_bytes: float, at_start: bool = False) -> None:
+        """`count` CustomResourceDefinitions, each serving `served_versions` versions of a
+        `schema_bytes` schema, are created now: the process builds their serving structures and
+        adds their specs to the OpenAPI document (which an eager one rebuilds). `at_start`:
+        installed before the run, so every process holds them from its start and publishes
+        them when it starts, with nothing to rebuild."""
+        crds = self.model.params.crds
+        heap = count * crds.crd_bytes(served_versions, schema_bytes)
+        spec = count * crds.crd_openapi_bytes(served_versions, schema_bytes)
+        model = self.model
+        if at_start:
+            model.set_crds(heap)
+            model.openapi.crds_changed(spec, rebuild=False)
+        else:
+            model.install_crds(heap)  # may kill the process: then it publishes them when it restarts
+            model.openapi.crds_changed(spec, rebuild=model.up)
+
+    def restart_peaks(self) -> tuple[float, float]:
+        """The true peaks (RSS, heap in use) since the last call; they start again from now."""
+        return self.model.memory.restart_peaks()
+
+    def snapshot(self) -> APIServerSnapshot:
+        """The apiserver now: its process, its counters, its APF levels' gauges."""
+        model = self.model
+        process = model.process
+        openapi = model.openapi
+        etcd = model.etcd
+        now = self.clock.now
+        levels = []
+        for name, level in self.apf.levels.items():
+            g = level.queueset.gauges()
+            levels.append(LevelGauges(name, g.executing_seats, g.executing_requests, g.waiting_requests,
+                                      g.concurrency_limit, level.limits.nominal_cl))  # fmt: skip
+        return APIServerSnapshot(
+            t_ns=now,
+            replica=self.replica,
+            resources=model.snapshot(),
+            oom_kills=process.oom_kills,
+            kills=process.kills,
+            restarts=process.restarts,
+            down_ns=process.down_ns_until(now),
+            last_down_reason=process.last_down_reason,
+            rss_at_oom_bytes=model.rss_at_oom_bytes,
+            oom_demand_bytes=model.oom_demand_bytes,
+            openapi_v2_eager=openapi.eager,
+            openapi_v2_rebuilds=openapi.rebuilds,
+            openapi_v2_rebuild_core_s=openapi.core_s_total,
+            etcd_busy_core_s=etcd.busy_seconds(),
+            etcd_ranges=etcd.ranges,
+            etcd_read_index_rounds=etcd.read_index_rounds,
+            levels=tuple(levels),
+            completed=dict(self.completed),
+            pending=len(self._pending),
+            dispatched_by_flow=dict(self.dispatched_by_flow),
+            rejected_by_flow=dict(self.rejected_by_flow),
+        )
+
     # ----------------------------------------------------------------- requests
 
     @property
@@ -245,18 +412,12 @@ class SimulatedAPIServer:
 
     @property
     def dispatched_by_level(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for (level, _fs), n in self.dispatched_by_flow.items():
-            out[level] = out.get(level, 0) + n
-        return out
+        return by_level(self.dispatched_by_flow)
 
     @property
     def rejected_by_level(self) -> dict[tuple[str, str], int]:
         """(priority level, reason) -> rejections."""
-        out: dict[tuple[str, str], int] = {}
-        for (level, _fs, reason), n in self.rejected_by_flow.items():
-            out[(level, reason)] = out.get((level, reason), 0) + n
-        return out
+        return by_level_and_reason(self.rejected_by_flow)
 
     # APF's listener --------------------------------------------------
 
@@ -272,6 +433,7 @@ class SimulatedAPIServer:
         key = (name, fs)
         self.dispatched_by_flow[key] = self.dispatched_by_flow.get(key, 0) + 1
         rec.seats = req.max_seats
+        rec.exempt = level.exempt
         if self.admission is not None:
             a = rec.attrs
             hooks = self.admission.matching(a.verb, a.resource)
@@ -345,3 +507,7 @@ class SimulatedAPIServer:
     def _restarted(self, now_ns: int) -> None:
         self.up_since_ns = now_ns
         self.apf = self._new_apf()
+
+
+def _nothing(_arg: object) -> None:
+    """A CPU job nobody waits for."""

@@ -157,14 +157,7 @@ def measure(loaded) -> dict[str, Any]:
 
     sim = Simulation(loaded)
     seats = ListSeats()
-    inner = sim.cluster.observer
-
-    def observe(rec) -> None:
-        seats.observe(rec)
-        if inner is not None:
-            inner(rec)
-
-    sim.cluster.observer = observe
+    sim.cluster.observers.append(seats.observe)
     result = sim.run(progress=False)
     return flatten(result.summary, seats)
 

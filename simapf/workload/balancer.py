@@ -78,8 +78,8 @@ class LoadBalancer:
         self.deaths: list[Death] = []
         self._turn = 0
         for i, server in enumerate(servers):
-            server.model.process.on_death.append(partial(self._died, i))
-            server.model.process.on_restart.append(partial(self._changed, i))
+            server.on_death(partial(self._died, i))
+            server.on_restart(partial(self._changed, i))
 
     # ------------------------------------------------------------------ routing
 
@@ -93,7 +93,7 @@ class LoadBalancer:
                 return server
         r = self._pick()
         server = self.servers[r]
-        if server.model.up:
+        if server.up:
             conn.replica = r
             conn.incarnation = server.incarnation
             conn.epoch = self.epoch
@@ -141,10 +141,9 @@ class LoadBalancer:
     # ------------------------------------------------------------------ health
 
     def _died(self, i: int, now_ns: int) -> None:
-        server = self.servers[i]
-        model = server.model
-        reason = model.process.last_down_reason or "killed"
-        rss = model.rss_at_oom_bytes if reason == "oom" else None
+        snap = self.servers[i].snapshot()
+        reason = snap.last_down_reason or "killed"
+        rss = snap.rss_at_oom_bytes if reason == "oom" else None
         self.deaths.append(Death(i, now_ns / NS_PER_S, reason, rss, self.connections[i]))
         self.connections[i] = 0  # every connection went with the process
         self._changed(i, now_ns)
@@ -152,10 +151,10 @@ class LoadBalancer:
     def _changed(self, i: int, now_ns: int) -> None:
         server = self.servers[i]
         if not self.health_check_ns:
-            self.in_pool[i] = server.model.up
+            self.in_pool[i] = server.up
             return
         server.scheduler.call_at(now_ns + self.health_check_ns, ARRIVAL, 0, self._checked, i)
 
     def _checked(self, i: int) -> None:
         # A health check sees the state the replica is in when it looks.
-        self.in_pool[i] = self.servers[i].model.up
+        self.in_pool[i] = self.servers[i].up

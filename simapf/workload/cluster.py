@@ -88,10 +88,11 @@ class Cluster:
         self.watch_events_total = 0.0
         self._costs: dict[tuple, RequestCost | None] = {}  # per request class and state: see _cost
         self._last_stats_ns = 0
-        self.observer: Done | None = None  # sees every request the apiserver answered
+        # Each sees every request the apiserver answered, in the order they were added.
+        self.observers: list[Done] = []
         for i, server in enumerate(servers):
-            server.model.process.on_death.append(partial(self._server_died, i))
-        self.params = servers[0].model.params
+            server.on_death(partial(self._server_died, i))
+        self.params = servers[0].params
         self._event_cpu = self.params.request_cpu.watch_event_core_s_per_object
         self._filter_cpu = self.params.request_cpu.watch_filter_core_s_per_event
         self._watch_bytes = self.params.request_memory.watch_held_bytes
@@ -132,7 +133,7 @@ class Cluster:
             self._last_stats_ns = now
             self.inventory.refresh_stats()
         server = self.balancer.server_for(conn) if conn is not None else self.servers[0]
-        up = server.model.up
+        up = server.up
         gone = up and since is not None and not self._resumable(since, server)
         epoch = self.network_epoch
         done = lambda rec: self._deliver(rec, epoch, on_done, gone)  # noqa: E731
@@ -154,8 +155,8 @@ class Cluster:
         if gone and rec.outcome == OK:
             rec.outcome = GONE
             rec.reason = "too-old-resource-version"
-        if self.observer is not None:
-            self.observer(rec)
+        for observe in self.observers:
+            observe(rec)
         # A response the network lost on the way back is an error to the client.
         if epoch != self.network_epoch:
             rec.outcome = FAILED
@@ -177,7 +178,7 @@ class Cluster:
             return RequestCost(ServingPath.CACHE, ResponseShape(object_bytes, n, Encoding.JSON))
         objs = self.inventory.get(self._key(attrs))
         cached = objs.spec.watch_cache
-        ready = server.model.watch_cache_ready(objs.key) if cached else True
+        ready = server.watch_cache_ready(objs.key) if cached else True
         # A request's cost follows from its class and the objects as they are now: computed once
         # per class and state (the objects' version), not per request.
         key = (attrs.verb, attrs.namespace, attrs.list_options, encoding, selectivity, page, object_bytes,
@@ -345,7 +346,7 @@ class Cluster:
         if initial_events and share > 0.0:
             held += copies * self.inventory.get(w.resource).largest_size(attrs.namespace)
         # Its memory first: holding it may kill the process, and then the watch never opened.
-        if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(held):
+        if not self.network_up or rec.incarnation != server.incarnation or not server.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
             self.clock.alarm(0, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
@@ -371,7 +372,7 @@ class Cluster:
         server = self.servers[w.replica]
         if w.incarnation == server.incarnation:
             server.watch_tracker.unregister(w.token)
-            server.model.release(w.held)
+            server.release(w.held)
 
     def open_watches(self, replica: int | None = None) -> int:
         """Open watches on one replica, or on all."""
@@ -414,8 +415,8 @@ class Cluster:
         node = self._event_node(resource, nodes)
         for i, by_resource in enumerate(self._watches):
             watches = by_resource.get(resource)
-            model = self.servers[i].model
-            if not watches or not model.up:
+            server = self.servers[i]
+            if not watches or not server.up:
                 continue
             receivers = 0.0
             dropped = 0.0  # watchers handed the event that filter it out
@@ -442,15 +443,15 @@ class Cluster:
                         w.held = need
             if receivers <= 0:
                 if dropped > 0 and self._filter_cpu > 0:
-                    model.cpu.add(self._filter_cpu * dropped, _nothing)
+                    server.spend_cpu(self._filter_cpu * dropped)
                 continue
             self.watch_events_total += receivers
             work = per_item + per_byte * object_bytes + self._event_cpu * receivers
             if dropped > 0:
                 work += self._filter_cpu * dropped
-            model.cpu.add(work, _nothing)
+            server.spend_cpu(work)
             # After the loop: holding may kill the process, which breaks these watches.
-            model.hold(grown)
+            server.hold(grown)
 
     # ------------------------------------------------------------------ outages
 
@@ -486,7 +487,3 @@ def _replays_state(opts: ListOptions) -> bool:
     if opts.send_initial_events is not None:
         return opts.send_initial_events
     return opts.resource_version in (None, "", "0")
-
-
-def _nothing(_arg: object) -> None:
-    pass

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.objects import APFObjects
 from simapf.apf.types import NS_PER_S
 from simapf.scenario import schema
+from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.clients import ClientGroup
 from simapf.workload.instance import Context
+from simapf.workload.inventory import Inventory
 
 
 class EventRunner:
@@ -37,7 +39,7 @@ class EventRunner:
             cluster.network_down(e.relist, end_ns)
             self.ctx.timers.after(end_ns - self.ctx.timers.now(), lambda _: cluster.network_restored())
         elif isinstance(e, schema.RestartEvent):
-            cluster.servers[e.replica].model.kill("restart")
+            cluster.servers[e.replica].kill("restart")
         elif isinstance(e, schema.RampEvent):
             self._ramp(self.groups[e.client], e)
         elif isinstance(e, schema.PolicyEvent):
@@ -56,14 +58,9 @@ class EventRunner:
 
     def _install_crds(self, crds: schema.CrdGroup, e: schema.CrdInstallEvent) -> None:
         cluster = self.ctx.cluster
-        each = cluster.params.crds.crd_bytes(crds.served_versions, crds.schema_bytes)
-        spec_each = cluster.params.crds.crd_openapi_bytes(crds.served_versions, crds.schema_bytes)  # its OpenAPI
 
         def create(_, n: int = 1) -> None:
-            cluster.inventory.install_crds(crds, n)
-            for server in cluster.servers:  # every replica serves every CRD
-                server.model.install_crds(n * each)
-                server.model.openapi.crds_changed(n * spec_each, rebuild=server.model.up)
+            install_crds(cluster.inventory, cluster.servers, crds, n)
 
         if e.over_s <= 0:
             create(None, crds.count)
@@ -83,6 +80,15 @@ class EventRunner:
         for k in range(1, steps + 1):
             delay = int(e.over_s * NS_PER_S * k / steps)
             self.ctx.timers.after(delay, lambda _, n=start + direction * k: group.set_count(n))
+
+
+def install_crds(inventory: Inventory, servers: Sequence[SimulatedAPIServer], crds: schema.CrdGroup, count: int,
+                 at_start: bool = False) -> None:  # fmt: skip
+    """`count` CRDs of the group `crds` are created now: etcd holds them, and every replica
+    serves them (`SimulatedAPIServer.install_crds`; `at_start`: before the run)."""
+    inventory.install_crds(crds, count)
+    for server in servers:
+        server.install_crds(count, crds.served_versions, crds.schema_bytes, at_start)
 
 
 def event_end_s(e) -> float:

@@ -51,7 +51,7 @@ def _simulation(clients: list[dict], version: str = "1.37", nodes: bool = True, 
 def _costs(sim: Simulation, until_s: float = 3.0) -> dict:
     """The RequestCost of the last successful request of each client."""
     seen = {}
-    sim.cluster.observer = lambda rec: seen.__setitem__(rec.attrs.user, rec.cost) if rec.outcome == "ok" else None
+    sim.cluster.observers.append(lambda rec: seen.__setitem__(rec.attrs.user, rec.cost) if rec.outcome == "ok" else None)
     for group in sim.groups.values():
         group.start()
     sim.env.run(until=int(until_s * 1e9))

@@ -1,0 +1,92 @@
+"""Each apiserver setting is declared once, in `ServerParams`; its fitted defaults are read from
+the shipped calibration record; no test or tool rewrites Python source to keep them in step."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from simapf.calibrate.experiment import ExperimentSetup
+from simapf.calibrate.record import SHIPPED, read_record
+from simapf.server.params import ServerParams
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = ("simapf", "tests", "benchmarks")
+
+
+def _python_files() -> list[Path]:
+    return [p for d in SOURCE_DIRS for p in sorted((ROOT / d).rglob("*.py"))]
+
+
+def _fitted_fields() -> dict[str, str]:
+    """{the field's own key: the key its default is read under} for every fitted default."""
+    found = {}
+    for section, info in ServerParams.model_fields.items():
+        for field, sub in info.annotation.model_fields.items():
+            key = getattr(sub.default_factory, "fitted_key", None)
+            if key is not None:
+                found[f"{section}.{field}"] = key
+    for field, info in ExperimentSetup.model_fields.items():
+        key = getattr(info.default_factory, "fitted_key", None)
+        if key is not None:
+            found[f"experiment.{field}"] = key
+    return found
+
+
+def test_each_fitted_default_is_read_from_its_own_key_of_the_record():
+    fitted = _fitted_fields()
+    assert fitted, "no default is marked fitted"
+    assert {own: key for own, key in fitted.items() if own != key} == {}
+    free = set(read_record(SHIPPED)["fit"]["free_parameters"])
+    # The experiment's client is read whole; its fitted fields are free parameters of their own.
+    assert set(fitted) - {"experiment.client"} <= free
+    assert {k for k in free if not k.startswith("experiment.client.")} <= set(fitted)
+
+
+def test_the_record_is_the_only_copy_of_a_fitted_value():
+    """A fitted value written as a literal in source would be a second copy to keep in step."""
+    record = read_record(SHIPPED)
+    values = [v["fitted"] for v in record["fit"]["free_parameters"].values()]
+    params = (ROOT / "simapf" / "server" / "params.py").read_text(encoding="utf-8")
+    experiment = (ROOT / "simapf" / "calibrate" / "experiment.py").read_text(encoding="utf-8")
+    assert [v for v in values if repr(v) in params or repr(v) in experiment] == []
+
+
+def test_adopt_defaults_is_gone():
+    assert not (ROOT / "simapf" / "calibration" / "adopt_defaults.py").exists()
+    assert [p for p in _python_files() if "adopt_defaults" in p.read_text(encoding="utf-8")
+            and p != Path(__file__)] == []  # fmt: skip
+
+
+# A write to the project's own Python source: a `..._PY` path constant, or a `.py` path built from
+# the checkout (ROOT, REPO_ROOT, PACKAGE_DIR, __file__). Tests that write a user's policy module
+# into tmp_path, or patch a copy of the package, write no source of the project.
+_SOURCE = r"(\b[A-Z_]*_PY\b|\b(ROOT|REPO_ROOT|PACKAGE_DIR|__file__)\b[^\n]*\.py['\"]\)?)"
+_WRITES_PYTHON = re.compile(
+    rf"{_SOURCE}\s*\)?\.write_text\(|write_text_atomic\([^\n]*?{_SOURCE}|open\([^\n]*?{_SOURCE}[^\n]*['\"][wa]"
+)
+
+
+def test_no_test_or_tool_rewrites_python_source():
+    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in _python_files() if p != Path(__file__)
+                 for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+                 if _WRITES_PYTHON.search(line)]  # fmt: skip
+    assert offenders == []
+
+
+@pytest.mark.parametrize("line", [
+    'PARAMS_PY.write_text(src, encoding="utf-8")',
+    'write_text_atomic(ROOT / "simapf" / "x.py", text)',
+    '(REPO_ROOT / "simapf" / "server" / "params.py").write_text(text)',
+    'with open(Path(__file__).parent / "params.py", "w") as fh:',
+])  # fmt: skip
+def test_the_rewrite_check_sees_a_rewrite(line):
+    assert _WRITES_PYTHON.search(line)
+
+
+def test_the_parameter_tables_are_generated_and_current():
+    from simapf.server.reference import main
+
+    assert main(["--check"]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 
@@ -90,3 +91,80 @@ def test_the_parameter_tables_are_generated_and_current():
     from simapf.server.reference import main
 
     assert main(["--check"]) == 0
+
+
+# ------------------------------------------------------------------ shorthands, version defaults
+
+
+def test_each_shorthand_takes_its_type_and_default_from_the_parameter():
+    """A scenario field that sets a parameter declares no rule of its own: ServerParams' field is
+    the only declaration of its type, bounds and default."""
+    from simapf.scenario.schema import Scenario
+    from simapf.scenario.schema.server import SHORTHANDS
+    from simapf.server.params import parameter_default, parameter_field, parameter_type
+
+    for (where, field), path in SHORTHANDS.items():
+        info = Scenario.model_fields[where].annotation.model_fields[field]
+        own = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        param = parameter_type(path)
+        if path == "gc.gogc":  # the spelling keeps `off` as written; the parameter reads it as None
+            assert set(map(id, own.__metadata__)) <= set(map(id, param.__metadata__))
+        else:
+            assert own in (param, param | None), path
+        assert info.default in (parameter_default(path), None), path
+        assert parameter_field(path).description
+
+
+def test_the_shorthand_table_names_real_fields_both_sides():
+    from simapf.scenario.schema import Scenario
+    from simapf.scenario.schema.server import SHORTHANDS
+    from simapf.server.params import parameter_field
+
+    for (where, field), path in SHORTHANDS.items():
+        assert field in Scenario.model_fields[where].annotation.model_fields
+        assert parameter_field(path) is not None
+
+
+@pytest.mark.parametrize("shorthand, written", [
+    ({"gogc": "off"}, {"gc": {"gogc": None}}),
+    ({"gogc": False}, {"gc": {"gogc": "off"}}),
+    ({"memory_limit_bytes": "2Gi"}, {"process": {"memory_limit_bytes": 2 * 2**30}}),
+    ({"cores": "8000m"}, {"cpu": {"cores": 8}}),
+])  # fmt: skip
+def test_a_shorthand_and_the_same_value_in_params_agree(shorthand, written):
+    from simapf.scenario.load import load_scenario
+
+    loaded = load_scenario({"apiserver": {**shorthand, "params": written}})
+    section, values = next(iter(written.items()))
+    key = next(iter(values))
+    expected = load_scenario({"apiserver": shorthand}).params
+    assert getattr(getattr(loaded.params, section), key) == getattr(getattr(expected, section), key)
+
+
+def test_a_shorthand_and_another_value_in_params_contradict():
+    from simapf.errors import ConfigError
+    from simapf.scenario.load import load_scenario
+
+    with pytest.raises(ConfigError, match=r"apiserver.params.gc.gogc: 200 contradicts apiserver.gogc: 'off'"):
+        load_scenario({"apiserver": {"gogc": "off", "params": {"gc": {"gogc": 200}}}})
+
+
+@pytest.mark.parametrize("version", ["1.20", "1.24", "1.27", "1.30", "1.31", "v1.36.2-gke.1", "1.37", "1.38"])
+def test_a_version_sets_what_defaults_for_says_where_no_parameter_does(version):
+    from simapf.scenario.load import load_scenario
+
+    params = load_scenario({"kubernetes": {"version": version}}).params.model_dump()
+    for section, values in ServerParams.defaults_for(version).items():
+        for key, value in values.items():
+            assert params[section][key] == value, (version, section, key)
+    # A parameter set says otherwise: it stands.
+    old = load_scenario({"kubernetes": {"version": version}, "apiserver": {"params": {"gc": {"page_release": "free"}}}})
+    assert old.params.gc.page_release == "free"
+
+
+def test_an_etcd_shorthand_and_the_same_value_in_params_agree():
+    from simapf.scenario.load import load_scenario
+
+    loaded = load_scenario({"etcd": {"embedded": True, "cores": 2},
+                            "apiserver": {"params": {"etcd": {"embedded": True, "concurrency": 2}}}})  # fmt: skip
+    assert loaded.params.etcd.embedded and loaded.params.etcd.concurrency == 2

@@ -19,7 +19,7 @@ import logging
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -106,13 +106,21 @@ def _positive_or_null(value: float | None) -> float | None:
 OptionalPositiveBytes = Annotated[OptionalBytes, AfterValidator(_positive_or_null)]
 
 
-def _gogc(value: Any) -> Any:
-    # YAML 1.1 reads an unquoted `off` as False; GOGC=off means "no GOGC goal".
+def _gogc_spelling(value: Any) -> Any:
+    # YAML 1.1 reads an unquoted `off` as False: left alone, pydantic would make that GOGC=0
+    # (collect all the time), the opposite of what was meant. `true` means nothing.
     if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)  # GOGC=200 as the environment writes it
-    return value
+        return "off"
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0) or (isinstance(value, str) and not value.strip().isdigit()):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
+    return int(value) if isinstance(value, str) else value  # GOGC=200 as the environment writes it
+
+
+# GOGC as an operator writes it: a percentage, `off` (kept as written), or null (also off).
+GogcSpelling = Annotated[Integer | None | Literal["off"], BeforeValidator(_gogc_spelling)]
+# GOGC as the model reads it: a percentage, or None for off.
+Gogc = Annotated[GogcSpelling, AfterValidator(lambda value: None if value == "off" else value)]
 
 
 # A coefficient of variation is the gamma shape 1/cv^2, which must be a finite float: 0 (none) or more than this.
@@ -626,8 +634,8 @@ class RequestMemoryParams(_Params):
 class GcParams(_Params):
     """The Go garbage collector (Go 1.26 runtime/mgcpacer.go, mgclimit.go, mgcscavenge.go)."""
 
-    gogc: Annotated[Integer | None, BeforeValidator(_gogc)] = Field(
-        100, ge=0, description="GOGC percent; `off` or null turns the GOGC goal off."
+    gogc: Gogc = Field(
+        100, description="GOGC percent; `off` or null turns the GOGC goal off."
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: Rate = Field(
@@ -797,8 +805,60 @@ class FeatureGates(_Params):
     )
 
 
+# Releases whose apiserver changed what a parameter describes (each field's description says how).
+# Watchers partitioned by the namespace and name they are scoped to (kubernetes#115918).
+SCOPE_PARTITION_RELEASE: Final = (1, 27)
+# A watch's initial events built from its object's key alone (k8s.io/apiserver "cacher: apply key
+# for initial events", first released in v0.31.0).
+INITIAL_EVENTS_BY_KEY_RELEASE: Final = (1, 31)
+# The release whose apiserver reads etcd ranges as a RangeStream by default (EtcdRangeStream,
+# beta in 1.37, with etcd 3.7).
+RANGE_STREAM_RELEASE: Final = (1, 37)
+_VERSION_PREFIX = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def release_before(version: str, release: tuple[int, int]) -> bool:
+    """Whether Kubernetes `version` ("1.33", "v1.33.4-gke.1") is older than `release` (an
+    unreadable version is not)."""
+    match = _VERSION_PREFIX.match(version.strip())
+    return match is not None and (int(match[1]), int(match[2])) < release
+
+
 class ServerParams(_Params):
     """All parameters of the simulated apiserver (`simapf.server`)."""
+
+    @staticmethod
+    def defaults_for(version: str) -> dict[str, dict[str, Any]]:
+        """The parameters Kubernetes `version` decides, by section: a scenario's loader applies
+        each where no parameter set says otherwise (the fields' own defaults are the newest
+        release's).
+
+        Before 1.25 each CRD version's etcd client built its own logger (kubernetes#111477), and
+        kube-apiserver was built with a Go (1.18 or older) whose bytes.Buffer grew with make,
+        leaving a new array's unwritten tail untouched; before 1.28 every CRD change rebuilt the
+        OpenAPI v2 document (kubernetes#118212); before 1.21 it was built with a Go (1.12-1.15)
+        that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a fresh
+        buffer, not a pooled one (kubernetes#139350); from 1.27 to 1.31 a LIST from the watch
+        cache sorted all its objects (kubernetes#113730), and in 1.30 and 1.31 a WatchList its
+        initial events (kubernetes#120897); before 1.27 the watch cache handed every event to
+        every watcher without a trigger value (kubernetes#115918), and before 1.31 it built a
+        watch's initial events from every object even when its selector named one
+        (simapf.server.cache_index); before 1.37 LISTs from etcd read pages, not a RangeStream.
+        """
+
+        def before(major: int, minor: int) -> bool:
+            return release_before(version, (major, minor))
+
+        return {
+            "crds": {"etcd_logger_per_client": before(1, 25), "openapi_v2_eager": before(1, 28)},
+            "request_memory": {"buffer_growth_zeroes": not before(1, 25), "protobuf_allocator_pool": not before(1, 37)},
+            "request_cpu": {"cache_list_sorted": not before(1, 27) and before(1, 32),
+                            "watchlist_events_sorted": not before(1, 30) and before(1, 32)},
+            "gc": {"page_release": "free" if before(1, 21) else "dontneed"},
+            "watch_cache": {"watchers_partitioned_by_scope": not before(*SCOPE_PARTITION_RELEASE),
+                            "initial_events_by_key": not before(*INITIAL_EVENTS_BY_KEY_RELEASE)},
+            "features": {"etcd_range_stream": not before(*RANGE_STREAM_RELEASE)},
+        }  # fmt: skip
 
     cpu: CpuParams = Field(default_factory=CpuParams, description="Cores and GOMAXPROCS.")
     process: ProcessParams = Field(default_factory=ProcessParams, description="Baseline memory, memory limit, restart.")
@@ -830,3 +890,21 @@ class ServerParams(_Params):
         path = Path(path)
         data = read_yaml(path, empty_ok=True)
         return cls.from_dict(data, source_name=str(path))
+
+
+def parameter_field(path: str) -> Any:
+    """The pydantic field of the parameter at `path` ("section.field")."""
+    section, field = path.split(".")
+    return ServerParams.model_fields[section].annotation.model_fields[field]
+
+
+def parameter_type(path: str) -> Any:
+    """The type of the parameter at `path` ("section.field") with every constraint its field
+    declares, for a scenario field that is a shorthand for it: the rule is written once, here."""
+    info = parameter_field(path)
+    return Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation  # type: ignore[return-value]
+
+
+def parameter_default(path: str) -> Any:
+    """The default of the parameter at `path` ("section.field")."""
+    return parameter_field(path).get_default(call_default_factory=True)

@@ -168,3 +168,40 @@ def test_an_etcd_shorthand_and_the_same_value_in_params_agree():
     loaded = load_scenario({"etcd": {"embedded": True, "cores": 2},
                             "apiserver": {"params": {"etcd": {"embedded": True, "concurrency": 2}}}})  # fmt: skip
     assert loaded.params.etcd.embedded and loaded.params.etcd.concurrency == 2
+
+
+# ------------------------------------------------------------------ feature gates
+
+
+def test_one_feature_gates_type():
+    """The scenario's gates, the apiserver's parameters and APF read one declaration of them."""
+    import ast
+
+    from simapf.scenario.schema import Scenario
+    from simapf.server.params import FeatureGates
+
+    found = []
+    for path in sorted((ROOT / "simapf").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Gates") \
+                    and not any(getattr(b, "id", None) == "Protocol" for b in node.bases):
+                found.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert found == ["simapf/server/params.py:FeatureGates"]
+    assert Scenario.model_fields["kubernetes"].annotation.model_fields["feature_gates"].annotation is FeatureGates
+    assert ServerParams.model_fields["features"].annotation is FeatureGates
+
+
+def test_the_record_keeps_the_serving_gates_as_it_always_wrote_them():
+    record = read_record(SHIPPED)["server"]["features"]
+    assert ServerParams().model_dump()["features"] == record
+    assert ServerParams.from_dict({"features": record}) == ServerParams()
+
+
+def test_a_scenarios_gates_reach_apf_and_the_serving_paths():
+    from simapf.scenario.load import load_scenario
+
+    loaded = load_scenario({"kubernetes": {"version": "1.33", "feature_gates": {"WatchList": False, "ListFromCacheSnapshot": False}}})
+    assert loaded.gates is loaded.params.features
+    assert not loaded.gates.WatchList and not loaded.gates.ListFromCacheSnapshot
+    assert loaded.gates.EtcdRangeStream is False  # null: by the version, off before 1.37
+    assert loaded.params.model_dump()["features"]["list_from_cache_snapshot"] is False

@@ -22,7 +22,6 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from simapf.apf.config import bootstrap_objects, build_effective_config, load_objects, objects_from_data
-from simapf.apf.controller import FeatureGates
 from simapf.apf.objects import APFObjects, PriorityLevelConfiguration
 from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
@@ -33,7 +32,7 @@ from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario import work
 from simapf.scenario.schema.server import SHORTHANDS
-from simapf.server.params import CpuParams, ServerParams, parameter_default, parameter_type
+from simapf.server.params import CpuParams, FeatureGates, ServerParams, gate_parameter, parameter_default, parameter_type
 
 
 EstimatorFactory = Callable[[], WorkEstimator]
@@ -58,7 +57,7 @@ class LoadedScenario:
     params: ServerParams  # the resource model's parameters
     apf: APFObjects  # the APF objects the run starts with
     event_apf: Mapping[int, APFObjects]  # each apf_config event's objects, by its index in `events`
-    gates: FeatureGates  # the feature gates APF reads
+    gates: FeatureGates  # the feature gates, resolved (params.features): APF reads them
 
     def estimators(self) -> Estimators:
         """The scenario's work estimators. A user's policy module is imported here, when a run
@@ -245,19 +244,9 @@ def resolve(sc: Scenario, base_dir: Path, source: str) -> LoadedScenario:
             check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
             event_apf[i] = apf_objects(event.config, event.priority_levels, base_dir, f"events[{i}]")
-    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, params.features)
     work.check(loaded)
     return loaded
-
-
-def apf_gates(sc: Scenario) -> FeatureGates:
-    """The scenario's feature gates that change what APF charges."""
-    gates = sc.kubernetes.feature_gates
-    return FeatureGates(
-        size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
-        watch_list=gates.WatchList,
-        etcd_supports_progress_notify=gates.ConsistentListFromCache,
-    )
 
 
 def apf_objects(config: str, overrides: dict[str, PriorityLevelOverride], base_dir: Path, where: str) -> APFObjects:
@@ -364,19 +353,18 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
         data = _merge(data, file_data)
     data = _merge(data, api.params)
     version_defaults = ServerParams.defaults_for(sc.kubernetes.version)
-    gates = sc.kubernetes.feature_gates
+    # The scenario's feature gates are the apiserver's, EtcdRangeStream's null decided by the version;
+    # a gate written under apiserver.params.features gives way to them.
+    gates = sc.kubernetes.feature_gates.model_dump()
+    if gates["EtcdRangeStream"] is None:
+        gates["EtcdRangeStream"] = version_defaults["features"][gate_parameter("EtcdRangeStream")]
+    del version_defaults["features"]
+    if isinstance(data.get("features"), dict):
+        data["features"] = {k: v for k, v in data["features"].items() if k not in FeatureGates.model_fields}
     explicit: dict[str, dict[str, Any]] = {
         "cpu": {}, "process": {}, "gc": {}, "etcd": {},
-        "features": {
-            "consistent_list_from_cache": gates.ConsistentListFromCache,
-            "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
-            "streaming_collection_encoding_to_json": gates.StreamingCollectionEncodingToJSON,
-            "streaming_collection_encoding_to_protobuf": gates.StreamingCollectionEncodingToProtobuf,
-            "etcd_range_stream": (gates.EtcdRangeStream if gates.EtcdRangeStream is not None
-                                  else version_defaults.pop("features")["etcd_range_stream"]),
-        },
+        "features": {gate_parameter(name): value for name, value in gates.items()},
     }  # fmt: skip
-    version_defaults.pop("features", None)
     for (where, field), path in SHORTHANDS.items():
         owner = getattr(sc, where)
         section, key = path.split(".")

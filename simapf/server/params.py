@@ -21,7 +21,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_serializer, field_validator,
+    model_validator,
+)
 
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
@@ -793,16 +796,67 @@ class CrdParams(_Params):
         return served_versions * self.openapi_bytes(schema_bytes)
 
 
-class FeatureGates(_Params):
-    """kube-apiserver feature gates that change serving path or encoding (v1.37 defaults)."""
+def _gate(default: bool | None, snake: str, description: str) -> Any:
+    """A gate's field: named as upstream names it; a parameter set (and a calibration record)
+    may also write it in snake case, as the other parameters are written."""
+    return Field(default, description=description, validation_alias=snake)
 
-    consistent_list_from_cache: bool = Field(True, description="ConsistentListFromCache (GA 1.34): RV=\"\" LISTs from the cache.")
-    list_from_cache_snapshot: bool = Field(True, description="ListFromCacheSnapshot (beta on 1.34): continue/exact LISTs from cache snapshots.")
-    streaming_collection_encoding_to_json: bool = Field(True, description="StreamingCollectionEncodingToJSON (KEP-5116).")
-    streaming_collection_encoding_to_protobuf: bool = Field(True, description="StreamingCollectionEncodingToProtobuf (KEP-5116).")
-    etcd_range_stream: bool = Field(
-        True, description="EtcdRangeStream (beta, on in 1.37; needs etcd 3.7): LISTs from etcd read the range as a stream of chunks."
+
+class FeatureGates(_Params):
+    """kube-apiserver and client-go feature gates that change what the simulation does, named as
+    upstream names them (defaults are Kubernetes 1.37's). A scenario sets them in
+    `kubernetes.feature_gates`; the apiserver's parameters hold them resolved
+    (`ServerParams.features`), and APF, the serving paths and the clients read them there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, populate_by_name=True)
+
+    SizeBasedListCostEstimate: bool = _gate(
+        True, "size_based_list_cost_estimate", "APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
     )
+    WatchList: bool = _gate(
+        True, "watch_list",
+        "The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST.",
+    )
+    WatchListClient: bool = _gate(
+        True, "watch_list_client",
+        "client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
+    )
+    StreamingCollectionEncodingToJSON: bool = _gate(
+        True, "streaming_collection_encoding_to_json", "JSON LIST responses are encoded item by item (KEP-5116)."
+    )
+    StreamingCollectionEncodingToProtobuf: bool = _gate(
+        True, "streaming_collection_encoding_to_protobuf", "Protobuf LIST responses are encoded item by item (KEP-5116)."
+    )
+    ConsistentListFromCache: bool = _gate(
+        True, "consistent_list_from_cache",
+        "LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd.",
+    )
+    ListFromCacheSnapshot: bool = _gate(
+        True, "list_from_cache_snapshot",
+        "Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd.",
+    )
+    EtcdRangeStream: bool | None = _gate(
+        None, "etcd_range_stream",
+        "LISTs served from etcd (and a watch cache's fill) read their range as etcd 3.7's RangeStream, decoding "
+        "each chunk as it arrives (Beta, on in 1.37). Off: one unary range per page, as before 1.37 or with an "
+        "etcd older than 3.7 (the apiserver falls back to pages then). null: by kubernetes.version, on from 1.37.",
+    )
+
+    def resolved(self) -> "FeatureGates":
+        """These gates with EtcdRangeStream decided: null, which a scenario's loader resolves by
+        kubernetes.version, is otherwise the newest release's (on)."""
+        return self if self.EtcdRangeStream is not None else self.model_copy(update={"EtcdRangeStream": True})
+
+
+# The gates the resource model reads, as the apiserver's parameters (and calibration records)
+# write them: what `ServerParams.features` keeps in a record; the others are APF's and client-go's.
+SERVING_GATES: Final = ("ConsistentListFromCache", "ListFromCacheSnapshot", "StreamingCollectionEncodingToJSON",
+                        "StreamingCollectionEncodingToProtobuf", "EtcdRangeStream")  # fmt: skip
+
+
+def gate_parameter(name: str) -> str:
+    """A gate's name as a parameter set writes it (snake case)."""
+    return FeatureGates.model_fields[name].validation_alias  # type: ignore[return-value]
 
 
 # Releases whose apiserver changed what a parameter describes (each field's description says how).
@@ -870,6 +924,16 @@ class ServerParams(_Params):
     gc: GcParams = Field(default_factory=GcParams, description="Go GC, GOGC, GOMEMLIMIT, scavenger.")
     crds: CrdParams = Field(default_factory=CrdParams, description="What each served CRD version costs the heap.")
     features: FeatureGates = Field(default_factory=FeatureGates, description="Feature gates that change serving path or encoding.")
+
+    @field_validator("features")
+    @classmethod
+    def _range_stream_resolved(cls, gates: FeatureGates) -> FeatureGates:
+        return gates.resolved()
+
+    @field_serializer("features")
+    def _serving_gates(self, gates: FeatureGates) -> dict[str, Any]:
+        # A calibration record (and the parameters' hash) holds the gates the resource model reads.
+        return {gate_parameter(name): getattr(gates, name) for name in SERVING_GATES}
 
     @classmethod
     def from_dict(cls, data: Any, source_name: str | None = None) -> "ServerParams":

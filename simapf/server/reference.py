@@ -37,7 +37,9 @@ def shown(value: Any) -> str:
 def refresh_defaults(doc: str, params: ServerParams) -> str:
     """`doc` with every field's Default cell showing its value in `params`.
 
-    Raises ValueError naming a section or field the document has no row for."""
+    Raises ValueError naming a section or field the document has no row for. The rows are the
+    parameters as a parameter set writes them (`features` holds the gates the model reads)."""
+    dumped = params.model_dump()
     for section in ServerParams.model_fields:
         heading = re.search(rf"^### `{section}`.*$", doc, re.M)
         if heading is None:
@@ -45,12 +47,11 @@ def refresh_defaults(doc: str, params: ServerParams) -> str:
         end = doc.find("\n### ", heading.end())
         end = len(doc) if end == -1 else end
         table = doc[heading.end():end]
-        values = getattr(params, section)
-        for field in type(values).model_fields:
+        for field, value in dumped[section].items():
             row = re.compile(rf"^(\| `{field}` \| )[^|]*( \|)", re.M)
             if not row.search(table):
                 raise ValueError(f"no row for `{section}.{field}`")
-            cell = shown(getattr(values, field))
+            cell = shown(value)
             table = row.sub(lambda m: m.group(1) + cell + m.group(2), table, count=1)
         doc = doc[: heading.end()] + table + doc[end:]
     return doc

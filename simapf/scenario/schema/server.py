@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
 from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Integer, Number, NumberAsText, Seconds, StrictModel
-from simapf.server.params import GogcSpelling, parameter_default, parameter_type
+from simapf.server.params import FeatureGates, GogcSpelling, parameter_default, parameter_type
 
 
 # --------------------------------------------------------------------------------------------
@@ -44,38 +44,6 @@ MemberRoundTrip = parameter_type("etcd.member_round_trip_s")
 
 # --------------------------------------------------------------------------------------------
 # Kubernetes behaviour
-
-
-class FeatureGates(StrictModel):
-    """kube-apiserver and client-go feature gates that change what the simulation does
-    (defaults are Kubernetes 1.37's)."""
-
-    SizeBasedListCostEstimate: bool = Field(
-        True, description="APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
-    )
-    WatchList: bool = Field(
-        True, description="The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST."
-    )
-    WatchListClient: bool = Field(
-        True,
-        description="client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
-    )
-    StreamingCollectionEncodingToJSON: bool = Field(True, description="JSON LIST responses are encoded item by item (KEP-5116).")
-    StreamingCollectionEncodingToProtobuf: bool = Field(True, description="Protobuf LIST responses are encoded item by item (KEP-5116).")
-    ConsistentListFromCache: bool = Field(
-        True, description="LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd."
-    )
-    ListFromCacheSnapshot: bool = Field(
-        True, description="Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd."
-    )
-    EtcdRangeStream: bool | None = Field(
-        None,
-        description=(
-            "LISTs served from etcd (and a watch cache's fill) read their range as etcd 3.7's RangeStream, decoding "
-            "each chunk as it arrives (Beta, on in 1.37). Off: one unary range per page, as before 1.37 or with an "
-            "etcd older than 3.7 (the apiserver falls back to pages then). null: by kubernetes.version, on from 1.37."
-        ),
-    )
 
 
 # The releases simapf models: from the first whose apiservers run APF by default (flowcontrol
@@ -126,7 +94,7 @@ class Kubernetes(StrictModel):
             "namespace and name (from 1.27) and a watch's initial events read from the named object's key (from 1.31)."
         ),
     )
-    feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")
+    feature_gates: FeatureGates = Field(default_factory=FeatureGates, description="Each is named as upstream names it.")
 
 
 # --------------------------------------------------------------------------------------------

@@ -130,9 +130,10 @@ class LoadBalancer(StrictModel):
 
 
 class Apiserver(StrictModel):
-    """The kube-apiserver, and how many replicas of it there are. Fields here override the same
-    ones of the resource-model parameters; every replica has all of them (its own cores, memory
-    limit and APF with the full concurrency limits, as upstream does)."""
+    """The kube-apiserver, and how many replicas of it there are. Its cores, memory limit, restart
+    time and Go runtime settings are shorthands for resource-model parameters (`params`): the same
+    one written in both places must say the same. Every replica has all of them (its own cores,
+    memory limit and APF with the full concurrency limits, as upstream does)."""
 
     replicas: Integer = Field(
         1, ge=1, le=16,

@@ -8,8 +8,7 @@ rejected or has released its seats; it calls `finish` when the request's handler
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
@@ -19,13 +18,7 @@ from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import EstimationContext, ObjectStatsSource, WorkEstimator
 from simapf.apf.estimators.watch_tracker import WatchTracker
 from simapf.apf.integrator import Integrator
-from simapf.apf.limits import (
-    LevelLimits,
-    LevelSpec,
-    MAXIMUM_LIST_SEATS_LIMIT,
-    MAXIMUM_LIST_SEATS_LIMIT_LEGACY,
-    compute_limits,
-)
+from simapf.apf.limits import LevelLimits, LevelSpec, compute_limits
 from simapf.apf.queueset import NO_DEADLINE, Listener, QueueSet, Request
 from simapf.apf.types import NS_PER_S, RequestAttributes, WorkEstimate
 
@@ -34,19 +27,22 @@ DEFAULT_WAIT_LIMIT_NS: Final = 15 * NS_PER_S  # --request-timeout 60 s / 4
 MAX_WAIT_LIMIT_NS: Final = 60 * NS_PER_S
 
 
-@dataclass(frozen=True, slots=True)
-class FeatureGates:
-    """The feature gates that change what APF charges (1.37 defaults)."""
+class Gates(Protocol):
+    """The feature gates APF reads, named as upstream names them (simapf.server.params.FeatureGates
+    declares them)."""
 
-    size_based_list_cost_estimate: bool = True
-    watch_list: bool = True
-    etcd_supports_progress_notify: bool = True  # consistent LISTs count as cache-served
+    SizeBasedListCostEstimate: bool  # LISTs charged by response size
+    WatchList: bool  # WATCH initialisation charged like a LIST
+    ConsistentListFromCache: bool  # consistent LISTs count as cache-served (etcd supports progress notify)
 
-    @property
-    def max_list_seats(self) -> int:
-        if self.size_based_list_cost_estimate:
-            return MAXIMUM_LIST_SEATS_LIMIT
-        return MAXIMUM_LIST_SEATS_LIMIT_LEGACY
+
+def _context_gates(gates: Gates | None) -> dict[str, bool]:
+    """The gates as an estimation context holds them; none given: the context's own defaults
+    (1.37's, every gate on)."""
+    if gates is None:
+        return {}
+    return {"size_based_list_cost_estimate": gates.SizeBasedListCostEstimate, "watch_list": gates.WatchList,
+            "etcd_supports_progress_notify": gates.ConsistentListFromCache}  # fmt: skip
 
 
 def level_spec(pl: Any) -> LevelSpec:
@@ -91,7 +87,7 @@ class APFController:
         server_concurrency: int = DEFAULT_SERVER_CONCURRENCY,
         estimator: WorkEstimator | None = None,
         object_stats: ObjectStatsSource | None = None,
-        gates: FeatureGates = FeatureGates(),
+        gates: Gates | None = None,
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
         response_streamed: Any = True,
         watch_tracker: WatchTracker | None = None,
@@ -150,9 +146,7 @@ class APFController:
                 current_cl=qs.cl,
                 max_cl=lim.max_cl,
                 hand_size=queuing.hand_size if queuing is not None else 0,
-                size_based_list_cost_estimate=self.gates.size_based_list_cost_estimate,
-                watch_list=self.gates.watch_list,
-                etcd_supports_progress_notify=self.gates.etcd_supports_progress_notify,
+                **_context_gates(self.gates),
                 watch_tracker=self.watch_tracker,
                 response_streamed=self.response_streamed,
                 priority_level=name,

@@ -5,8 +5,9 @@
     fitted_at, simapf_version, data (file, sha256, rows), fit (loss, free parameters, start and
     fitted values, bounds, evaluations, wall time), error (the fit summary; LOGO once known)
 
-`calibration/params.yaml` is the record of the shipped defaults: a test checks that
-`ServerParams()` equals its `server` section. Floats are written exactly (the fit's 17 digits),
+`calibration/params.yaml` is the record of the shipped defaults: the fitted ones are read from it
+(`simapf.server.params.fitted`), and a test checks that `ServerParams()` equals its `server`
+section. Floats are written exactly (the fit's 17 digits),
 so that this holds bit for bit.
 """
 
@@ -26,9 +27,9 @@ from simapf.calibrate.fit import FREE_PARAMS, LOSS, LOSSES, FreeParam, free_para
 from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
 from simapf.messages import describe
-from simapf.server.params import ServerParams
+from simapf.server.params import SHIPPED_RECORD, ServerParams
 
-SHIPPED = Path(__file__).resolve().parents[1] / "calibration" / "params.yaml"
+SHIPPED = SHIPPED_RECORD
 
 
 def file_digest(path: str | Path) -> str:
@@ -37,7 +38,7 @@ def file_digest(path: str | Path) -> str:
 
 def _plain(value: Any) -> Any:
     """YAML-friendly: tuples as lists; floats kept exact, so that the record's `server`
-    section equals the defaults it was adopted into, bit for bit."""
+    section equals the defaults (whose fitted values it holds), bit for bit."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

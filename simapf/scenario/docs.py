@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 
 from simapf.quantities import AtLeast, AtMost
 from simapf.scenario import schema
+from simapf.scenario.schema.server import SHORTHANDS
 from simapf.server.params import parse_bytes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -283,6 +284,9 @@ def field_rows(model: type[BaseModel], prefix: str, skip: tuple[str, ...] = ()) 
         if _is_model(inner) and _doc(inner):
             # The nested model's own docstring says what the object as a whole is.
             description = f"{_doc(inner)} {description}"
+        target = SHORTHANDS.get(tuple(path.split(".")))
+        if target is not None:
+            description += f" Shorthand for `apiserver.params.{target}` (docs/resource-model.md)."
         yield Row(
             path=path,
             type=type_text(info.annotation, info.metadata, _is_bytes(info)),

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from simapf.apf.config import bootstrap_objects, build_effective_config, load_objects, objects_from_data
-from simapf.apf.controller import FeatureGates
 from simapf.apf.objects import APFObjects, PriorityLevelConfiguration
 from simapf.apf.validation import validate_priority_level
 from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
@@ -32,9 +31,8 @@ from simapf.files import check_text, check_yaml_size, parse_yaml_value, read_yam
 from simapf.messages import describe, first_problem
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario import work
-from simapf.scenario.schema.server import RANGE_STREAM_RELEASE
-from simapf.server.cache_index import INITIAL_EVENTS_BY_KEY_RELEASE, SCOPE_PARTITION_RELEASE
-from simapf.server.params import CpuParams, ServerParams, parse_bytes
+from simapf.scenario.schema.server import SHORTHANDS
+from simapf.server.params import CpuParams, FeatureGates, ServerParams, gate_parameter, parameter_default, parameter_type
 
 
 EstimatorFactory = Callable[[], WorkEstimator]
@@ -59,7 +57,7 @@ class LoadedScenario:
     params: ServerParams  # the resource model's parameters
     apf: APFObjects  # the APF objects the run starts with
     event_apf: Mapping[int, APFObjects]  # each apf_config event's objects, by its index in `events`
-    gates: FeatureGates  # the feature gates APF reads
+    gates: FeatureGates  # the feature gates, resolved (params.features): APF reads them
 
     def estimators(self) -> Estimators:
         """The scenario's work estimators. A user's policy module is imported here, when a run
@@ -246,19 +244,9 @@ def resolve(sc: Scenario, base_dir: Path, source: str) -> LoadedScenario:
             check_estimator(event.estimator, f"events[{i}].estimator")
         elif kind == "apf_config":
             event_apf[i] = apf_objects(event.config, event.priority_levels, base_dir, f"events[{i}]")
-    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, apf_gates(sc))
+    loaded = LoadedScenario(sc, base_dir, source, params, objects, event_apf, params.features)
     work.check(loaded)
     return loaded
-
-
-def apf_gates(sc: Scenario) -> FeatureGates:
-    """The scenario's feature gates that change what APF charges."""
-    gates = sc.kubernetes.feature_gates
-    return FeatureGates(
-        size_based_list_cost_estimate=gates.SizeBasedListCostEstimate,
-        watch_list=gates.WatchList,
-        etcd_supports_progress_notify=gates.ConsistentListFromCache,
-    )
 
 
 def apf_objects(config: str, overrides: dict[str, PriorityLevelOverride], base_dir: Path, where: str) -> APFObjects:
@@ -364,85 +352,54 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
         file_data = raw
         data = _merge(data, file_data)
     data = _merge(data, api.params)
-    gates = sc.kubernetes.feature_gates
+    version_defaults = ServerParams.defaults_for(sc.kubernetes.version)
+    # The scenario's feature gates are the apiserver's, EtcdRangeStream's null decided by the version;
+    # a gate written under apiserver.params.features gives way to them.
+    gates = sc.kubernetes.feature_gates.model_dump()
+    if gates["EtcdRangeStream"] is None:
+        gates["EtcdRangeStream"] = version_defaults["features"][gate_parameter("EtcdRangeStream")]
+    del version_defaults["features"]
+    if isinstance(data.get("features"), dict):
+        data["features"] = {k: v for k, v in data["features"].items() if k not in FeatureGates.model_fields}
     explicit: dict[str, dict[str, Any]] = {
         "cpu": {}, "process": {}, "gc": {}, "etcd": {},
-        "features": {
-            "consistent_list_from_cache": gates.ConsistentListFromCache,
-            "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
-            "streaming_collection_encoding_to_json": gates.StreamingCollectionEncodingToJSON,
-            "streaming_collection_encoding_to_protobuf": gates.StreamingCollectionEncodingToProtobuf,
-            "etcd_range_stream": (gates.EtcdRangeStream if gates.EtcdRangeStream is not None
-                                  else not sc.version_before(*RANGE_STREAM_RELEASE)),
-        },
+        "features": {gate_parameter(name): value for name, value in gates.items()},
     }  # fmt: skip
-    etcd = sc.etcd
-    for owner, where, field, section, key, value in (
-        (api, "apiserver", "cores", "cpu", "cores", api.cores),
-        (api, "apiserver", "gomaxprocs", "cpu", "gomaxprocs", api.gomaxprocs),
-        (api, "apiserver", "memory_limit_bytes", "process", "memory_limit_bytes", api.memory_limit_bytes),
-        (api, "apiserver", "gogc", "gc", "gogc", None if api.gogc == "off" else api.gogc),
-        (api, "apiserver", "gomemlimit_bytes", "gc", "gomemlimit_bytes", api.gomemlimit_bytes),
-        (api, "apiserver", "restart_s", "process", "restart_s", api.restart_s),
-        (etcd, "etcd", "cores", "etcd", "concurrency", etcd.cores),
-        (etcd, "etcd", "members", "etcd", "members", etcd.members),
-        (etcd, "etcd", "member_round_trip_s", "etcd", "member_round_trip_s", etcd.member_round_trip_s),
-        (etcd, "etcd", "embedded", "etcd", "embedded", etcd.embedded),
-    ):  # fmt: skip
+    for (where, field), path in SHORTHANDS.items():
+        owner = getattr(sc, where)
+        section, key = path.split(".")
+        value = getattr(owner, field)
+        if field not in owner.model_fields_set or (value is None and parameter_default(path) is not None):
+            continue  # unset (or null where the parameter has a default): the parameters' value stands
         in_params = isinstance(api.params.get(section), dict) and key in api.params[section]
-        if field == "restart_s" and value is None:
-            continue  # null: the resource model's (or the parameter file's) restart time
-        if field in owner.model_fields_set:
-            # Two values for one thing in one scenario: say so rather than pick one silently.
-            if in_params and not _same_value(key, api.params[section][key], value):
-                raise ConfigError(
-                    f"apiserver.params.{section}.{key}: {api.params[section][key]!r} contradicts "
-                    f"{where}.{field}: {getattr(owner, field)!r}; set it in one place"
-                )
-            explicit[section][key] = value
-        elif not _has_path(data, [section, key]):
-            # The scenario's defaults stand in for what no parameter set says.
-            explicit[section][key] = value
+        # Two values for one thing in one scenario: say so rather than pick one silently.
+        if in_params and not _same_value(path, api.params[section][key], value):
+            raise ConfigError(
+                f"apiserver.params.{section}.{key}: {api.params[section][key]!r} contradicts "
+                f"{where}.{field}: {value!r}; set it in one place"
+            )
+        explicit[section][key] = value
     # A section that is not a mapping stays as written, so validation reports it.
     data = _merge(data, {k: v for k, v in explicit.items() if isinstance(data.get(k, {}), dict)})
     # A ceiling fitted on a bigger machine cannot hold on this one: its cores are the ceiling.
     # Only the file's: a scenario that writes both numbers itself gets the error.
     if _has_path(file_data, ["cpu", "usable_cores"]) and not _has_path(api.params, ["cpu", "usable_cores"]) \
             and _has_path(data, ["cpu", "usable_cores"]):
-        usable, cores = data["cpu"]["usable_cores"], data["cpu"].get("cores")
+        usable, cores = data["cpu"]["usable_cores"], data["cpu"].get("cores", parameter_default("cpu.cores"))
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (usable, cores)):
             data = _merge(data, {"cpu": {"usable_cores": min(float(usable), float(cores))}})
     # The default usable-core ceiling was set for the 16-core experiment; on a smaller machine
     # no parameter set wrote, the machine's cores are the ceiling.
     default_usable = CpuParams.model_fields["usable_cores"].default
-    cores = data["cpu"].get("cores") if isinstance(data.get("cpu"), dict) else None
+    cores = data["cpu"].get("cores", parameter_default("cpu.cores")) if isinstance(data.get("cpu"), dict) else None
     if isinstance(default_usable, (int, float)) and not _has_path(data, ["cpu", "usable_cores"]) \
             and isinstance(cores, (int, float)) and not isinstance(cores, bool) and cores < default_usable:
         data = _merge(data, {"cpu": {"usable_cores": float(cores)}})
-    # What the version says, where no parameter set says otherwise: before 1.25 each CRD version's
-    # etcd client built its own logger (kubernetes#111477); before 1.28 every CRD change rebuilt
-    # the OpenAPI v2 document (kubernetes#118212); before 1.21 kube-apiserver was built with a Go
-    # (1.12-1.15) that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a
-    # fresh buffer, not a pooled one (kubernetes#139350); before 1.25 it was built with a Go (1.18 or
-    # older) whose bytes.Buffer grew with make, leaving a new array's unwritten tail untouched;
-    # from 1.27 to 1.31 a LIST from the watch cache sorted all its objects (kubernetes#113730), and
-    # in 1.30 and 1.31 a WatchList its initial events (kubernetes#120897); before 1.27 the watch cache
-    # handed every event to every watcher without a trigger value (kubernetes#115918), and before 1.31
-    # it built a watch's initial events from every object even when its selector named one
-    # (simapf.server.cache_index).
-    sorted_cache = not sc.version_before(1, 27) and sc.version_before(1, 32)
-    sorted_events = not sc.version_before(1, 30) and sc.version_before(1, 32)
-    for keys, value in ((["crds", "etcd_logger_per_client"], sc.version_before(1, 25)),
-                        (["request_memory", "buffer_growth_zeroes"], not sc.version_before(1, 25)),
-                        (["request_cpu", "cache_list_sorted"], sorted_cache),
-                        (["request_cpu", "watchlist_events_sorted"], sorted_events),
-                        (["crds", "openapi_v2_eager"], sc.version_before(1, 28)),
-                        (["gc", "page_release"], "free" if sc.version_before(1, 21) else "dontneed"),
-                        (["request_memory", "protobuf_allocator_pool"], not sc.version_before(1, 37)),
-                        (["watch_cache", "watchers_partitioned_by_scope"], not sc.version_before(*SCOPE_PARTITION_RELEASE)),
-                        (["watch_cache", "initial_events_by_key"], not sc.version_before(*INITIAL_EVENTS_BY_KEY_RELEASE))):  # fmt: skip
-        if not _has_path(data, keys) and isinstance(data.get(keys[0], {}), dict):
-            data = _merge(data, {keys[0]: {keys[1]: value}})
+    # What the scenario's Kubernetes version says, where no parameter set says otherwise.
+    for section, values in version_defaults.items():
+        for key, value in values.items():
+            if not _has_path(data, [section, key]) and isinstance(data.get(section, {}), dict):
+                data = _merge(data, {section: {key: value}})
     try:
         params = ServerParams.model_validate(data)
     except ValidationError as exc:
@@ -458,21 +415,24 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
         raise ConfigError(text) from None
     if params.etcd.embedded and api.replicas > 1:
         raise ConfigError(
-            f"{_etcd_field(sc, 'embedded', 'embedded')}: an embedded etcd lives in one apiserver's process; "
+            f"{_written_at(sc, 'etcd.embedded')}: an embedded etcd lives in one apiserver's process; "
             f"apiserver.replicas is {api.replicas}, not 1"
         )
     if params.etcd.embedded and params.etcd.members > 1:
         raise ConfigError(
-            f"{_etcd_field(sc, 'members', 'members')}: an embedded etcd is one member in the apiserver's process; "
+            f"{_written_at(sc, 'etcd.members')}: an embedded etcd is one member in the apiserver's process; "
             f"members is {params.etcd.members}, not 1"
         )
     _check_room_to_start(params, sc)
     return params
 
 
-def _etcd_field(sc: Scenario, field: str, key: str) -> str:
-    """Where the scenario says an etcd parameter: its `etcd` section, or apiserver.params."""
-    return f"etcd.{field}" if field in sc.etcd.model_fields_set else f"apiserver.params.etcd.{key}"
+def _written_at(sc: Scenario, path: str) -> str:
+    """Where the scenario says the parameter at `path`: its shorthand field, or apiserver.params."""
+    for (where, field), target in SHORTHANDS.items():
+        if target == path and field in getattr(sc, where).model_fields_set:
+            return f"{where}.{field}"
+    return f"apiserver.params.{path}"
 
 
 def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:
@@ -483,8 +443,7 @@ def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:
     limit = p.memory_limit_bytes
     if limit is None:
         return
-    field = "apiserver.memory_limit_bytes" if "memory_limit_bytes" in sc.apiserver.model_fields_set \
-        else "apiserver.params.process.memory_limit_bytes"
+    field = _written_at(sc, "process.memory_limit_bytes")
     meta = 1.0 + p.heap_metadata_fraction
     idle = p.live_heap_bytes * meta + p.nonheap_bytes
     if limit <= idle:
@@ -502,13 +461,14 @@ def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:
         )
 
 
-def _same_value(key: str, written: Any, value: Any) -> bool:
-    """Whether a value written in apiserver.params says what the apiserver field says."""
-    if key == "gogc" and (written is False or (isinstance(written, str) and written.strip().lower() == "off")):
-        written = None  # off, as the apiserver field's "off" is passed on
-    if key.endswith("_bytes"):
-        written = parse_bytes(written)
-    return written == value
+def _same_value(path: str, written: Any, value: Any) -> bool:
+    """Whether a value written in apiserver.params says what its shorthand field says: the two
+    read through the parameter's type ("off" and null are one GOGC, 2Gi and 2147483648 one size)."""
+    adapter = TypeAdapter(parameter_type(path))
+    try:
+        return adapter.validate_python(written) == adapter.validate_python(value)
+    except ValidationError:
+        return False  # the written value is no value of the parameter: not this one
 
 
 def _has_path(data: Any, keys: list[str]) -> bool:

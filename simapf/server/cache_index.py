@@ -35,16 +35,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from simapf.apf.estimators.watch_tracker import field_selector_exact_value
+from simapf.server.params import SCOPE_PARTITION_RELEASE
 
 Release = tuple[int, int]
 
 NODES: Final = "nodes"  # the inventory key of the cluster's Nodes (the core group's)
 NAME: Final = "metadata.name"
-# Watchers partitioned by the namespace and name they are scoped to (kubernetes#115918).
-SCOPE_PARTITION_RELEASE: Final = (1, 27)
-# A watch's initial events built from its object's key alone (k8s.io/apiserver "cacher: apply key
-# for initial events", first released in v0.31.0).
-INITIAL_EVENTS_BY_KEY_RELEASE: Final = (1, 31)
 
 _NODE_NAME = re.compile(r"node-(0|[1-9][0-9]*)")
 

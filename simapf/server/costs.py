@@ -338,7 +338,7 @@ def refill_plan(params: ServerParams, object_count: int, stored_bytes: float,
     decode = decode_cost(params, B, object_count)
     insert = params.request_cpu.refill_core_s_per_object * object_count
     etcd = etcd_work(params, B, object_count)
-    if params.features.etcd_range_stream:
+    if params.features.EtcdRangeStream:
         live = stream_window_bytes(params, B, object_count) + cache
         return RequestPlan(insert, etcd, 0.0, live, alloc, decode_core_s=decode), cache
     receive = receive_cost(params, B)

@@ -5,21 +5,26 @@ One pydantic model, `ServerParams`, grouped by concern. Units are in the field n
 quantity strings ("512Mi", "2G") so a scenario can say what an operator would write.
 
 Where a default comes from upstream (Go runtime constants, KEP numbers) the description names
-the source. Defaults marked "Fitted" are the values `simapf calibrate` fitted to the measured LIST
-experiment (record: `calibration/params.yaml`, report: `docs/validation.md`; copy a new fit in
-with `calibration/adopt_defaults.py`); the rest are sourced or starting hypotheses from
-`list-memory.md` §6 that the data cannot reach.
+the source. Defaults marked "Fitted" (their default is `fitted(key)`) are the values `simapf
+calibrate` fitted to the measured LIST experiment, read from the shipped calibration record
+(`calibration/params.yaml`, report: `docs/validation.md`) when the parameters are built: a new
+fit written there is the new default, with no copy of its numbers anywhere else. The rest are
+sourced or starting hypotheses from `list-memory.md` §6 that the data cannot reach.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_serializer, field_validator,
+    model_validator,
+)
 
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
@@ -27,6 +32,39 @@ from simapf.messages import describe
 from simapf.quantities import MAX_CORES, AtLeast, AtMost, Cores, Integer, Number, Rate, Seconds
 
 MiB = 1 << 20
+
+# --------------------------------------------------------------------------------------------
+# Fitted defaults: read from the shipped calibration record, the one place their values live.
+
+SHIPPED_RECORD = Path(__file__).resolve().parents[1] / "calibration" / "params.yaml"
+
+
+@functools.cache
+def shipped_record() -> dict[str, Any]:
+    """The shipped calibration record, read once (`simapf.calibrate.record` writes and checks it)."""
+    record = read_yaml(SHIPPED_RECORD)
+    if not isinstance(record, dict):
+        raise ConfigError(f"{SHIPPED_RECORD}: a calibration record must be a mapping")
+    return record
+
+
+def fitted_value(key: str) -> Any:
+    """The shipped record's value of a fitted parameter, named as its `fit.free_parameters` are:
+    `section.field` of the server parameters, or `experiment.field[.field]` of the experiment."""
+    parts = key.split(".")
+    node: Any = shipped_record()
+    for part in (parts if parts[0] == "experiment" else ["server", *parts]):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{SHIPPED_RECORD}: no value for the fitted default {key!r}")
+        node = node[part]
+    return node
+
+
+def fitted(key: str) -> Callable[[], Any]:
+    """A `default_factory` for a fitted default: its value in the shipped record."""
+    factory = functools.partial(fitted_value, key)
+    factory.fitted_key = key  # type: ignore[attr-defined]  # tests match it to the field
+    return factory
 
 # --------------------------------------------------------------------------------------------
 # Byte quantities: numbers, or Kubernetes resource.Quantity-style strings.
@@ -71,13 +109,21 @@ def _positive_or_null(value: float | None) -> float | None:
 OptionalPositiveBytes = Annotated[OptionalBytes, AfterValidator(_positive_or_null)]
 
 
-def _gogc(value: Any) -> Any:
-    # YAML 1.1 reads an unquoted `off` as False; GOGC=off means "no GOGC goal".
+def _gogc_spelling(value: Any) -> Any:
+    # YAML 1.1 reads an unquoted `off` as False: left alone, pydantic would make that GOGC=0
+    # (collect all the time), the opposite of what was meant. `true` means nothing.
     if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)  # GOGC=200 as the environment writes it
-    return value
+        return "off"
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0) or (isinstance(value, str) and not value.strip().isdigit()):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
+    return int(value) if isinstance(value, str) else value  # GOGC=200 as the environment writes it
+
+
+# GOGC as an operator writes it: a percentage, `off` (kept as written), or null (also off).
+GogcSpelling = Annotated[Integer | None | Literal["off"], BeforeValidator(_gogc_spelling)]
+# GOGC as the model reads it: a percentage, or None for off.
+Gogc = Annotated[GogcSpelling, AfterValidator(lambda value: None if value == "off" else value)]
 
 
 # A coefficient of variation is the gamma shape 1/cv^2, which must be a finite float: 0 (none) or more than this.
@@ -107,7 +153,7 @@ class CpuParams(_Params):
         ),
     )
     usable_fraction: Number = Field(
-        0.8183804971304038,
+        default_factory=fitted("cpu.usable_fraction"),
         gt=0,
         le=1,
         description=(
@@ -153,7 +199,7 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        132384724.53965046,
+        default_factory=fitted("process.live_heap_bytes"),
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
@@ -261,7 +307,7 @@ class EtcdParams(_Params):
         return data
 
     bytes_per_s: Rate = Field(
-        256962578.9914259,
+        default_factory=fitted("etcd.bytes_per_s"),
         gt=0,
         description=(
             "Range-read throughput of one etcd server in stored bytes per second: a range's byte cost is "
@@ -269,12 +315,12 @@ class EtcdParams(_Params):
         ),
     )
     requests_per_s: Rate = Field(
-        36600.49613208796,
+        default_factory=fitted("etcd.requests_per_s"),
         gt=0,
         description="Empty range reads per second of one etcd server (the per-range cost). Fitted.",
     )
     objects_per_s: Rate | None = Field(
-        583409.7029074669, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
+        default_factory=fitted("etcd.objects_per_s"), gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
     concurrency: EtcdCores = Field(1, ge=1, description=(
         "Range reads each etcd member serves side by side (its servers: the cores it gives ranges; at most 4096); one "
@@ -312,7 +358,7 @@ class EtcdParams(_Params):
         ),
     )
     wait_live_fraction: Number = Field(
-        0.768024196419471,
+        default_factory=fitted("etcd.wait_live_fraction"),
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
@@ -376,10 +422,10 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: Seconds = Field(
-        0.0007174752784883557, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
+        default_factory=fitted("request_cpu.request_core_s"), ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     work_cv: Annotated[Number, MIN_CV] = Field(
-        0.6797322718567358,
+        default_factory=fitted("request_cpu.work_cv"),
         ge=0,
         le=3,
         description=(
@@ -398,8 +444,8 @@ class RequestCpuParams(_Params):
             "unmarshal and the objects' decoding follow it, in decode_core_s_per_byte). Hypothesis."
         ),
     )
-    decode_core_s_per_object: Seconds = Field(9.979223826877346e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: Seconds = Field(3.0631118294908557e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    decode_core_s_per_object: Seconds = Field(default_factory=fitted("request_cpu.decode_core_s_per_object"), ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: Seconds = Field(default_factory=fitted("request_cpu.decode_core_s_per_byte"), ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: Seconds = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     cache_list_sorted: bool = Field(
         False,
@@ -432,8 +478,8 @@ class RequestCpuParams(_Params):
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: Seconds = Field(5.042014465847517e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: Seconds = Field(6.6215553253051426e-09, ge=0, description="JSON per byte. Fitted.")
+    json_encode_core_s_per_object: Seconds = Field(default_factory=fitted("request_cpu.json_encode_core_s_per_object"), ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: Seconds = Field(default_factory=fitted("request_cpu.json_encode_core_s_per_byte"), ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: Seconds = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: Seconds = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: Seconds = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -444,7 +490,7 @@ class RequestCpuParams(_Params):
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
     compress_core_s_per_byte: Seconds = Field(
-        6.323429978483953e-09,
+        default_factory=fitted("request_cpu.compress_core_s_per_byte"),
         ge=0,
         description=(
             "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
@@ -469,10 +515,10 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: Number = Field(
-        0.38157319563477415, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
+        default_factory=fitted("request_memory.etcd_decoded_multiplier"), ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     decoded_bytes_per_object: Bytes = Field(
-        1406.5759681834559,
+        default_factory=fitted("request_memory.decoded_bytes_per_object"),
         description=(
             "Decoded bytes per object read from etcd beside its data: the object's Go structs "
             "(TypeMeta and ObjectMeta, ~0.3 KB with their strings), its maps' buckets, its managedFields "
@@ -515,9 +561,9 @@ class RequestMemoryParams(_Params):
             "out of RSS until something is written there."
         ),
     )
-    struct_copy_bytes_per_object: Bytes = Field(674.0189168431565, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
+    struct_copy_bytes_per_object: Bytes = Field(default_factory=fitted("request_memory.struct_copy_bytes_per_object"), description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: Number = Field(
-        1.1185228903530575, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
+        default_factory=fitted("request_memory.streaming_item_buffer_multiplier"), ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
@@ -532,7 +578,7 @@ class RequestMemoryParams(_Params):
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size); a whole JSON response's pooled buffer allocates its actual growth instead."
     )
     streaming_alloc_multiplier: Number = Field(
-        0.7818624574931315,
+        default_factory=fitted("request_memory.streaming_alloc_multiplier"),
         ge=0,
         description=(
             "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
@@ -546,7 +592,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
-        751889.4635331337,
+        default_factory=fitted("request_memory.compressor_bytes"),
         description=(
             "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
             "are pooled, so they are held, not allocated, per response). Fitted."
@@ -566,13 +612,13 @@ class RequestMemoryParams(_Params):
         ),
     )
     request_held_bytes: Bytes = Field(
-        20883.399580023313,
+        default_factory=fitted("request_memory.request_held_bytes"),
         description=(
             "Bytes every request holds from its arrival to its end, queued in APF or waiting for seats "
             "included: two goroutines (the timeout filter's and the handler's, ~16 KiB of stack each: "
             "handler stacks measured at ~14 KiB, kubernetes#120901, and Go grows stacks by doubling), the "
             "request and its clone (r.Clone in the timeout filter) with context and audit event (~8 KiB), "
-            "and the HTTP/2 stream's 4 KiB response writer. Sum of those priors; not fitted."
+            "and the HTTP/2 stream's 4 KiB response writer. Sum of those priors as the start; fitted."
         ),
     )
     watch_held_bytes: Bytes = Field(
@@ -591,12 +637,12 @@ class RequestMemoryParams(_Params):
 class GcParams(_Params):
     """The Go garbage collector (Go 1.26 runtime/mgcpacer.go, mgclimit.go, mgcscavenge.go)."""
 
-    gogc: Annotated[Integer | None, BeforeValidator(_gogc)] = Field(
-        100, ge=0, description="GOGC percent; `off` or null turns the GOGC goal off."
+    gogc: Gogc = Field(
+        100, description="GOGC percent; `off` or null turns the GOGC goal off."
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: Rate = Field(
-        1590965194.9790134,
+        default_factory=fitted("gc.mark_rate_bytes_per_core_s"),
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )
@@ -750,31 +796,144 @@ class CrdParams(_Params):
         return served_versions * self.openapi_bytes(schema_bytes)
 
 
-class FeatureGates(_Params):
-    """kube-apiserver feature gates that change serving path or encoding (v1.37 defaults)."""
+def _gate(default: bool | None, snake: str, description: str) -> Any:
+    """A gate's field: named as upstream names it; a parameter set (and a calibration record)
+    may also write it in snake case, as the other parameters are written."""
+    return Field(default, description=description, validation_alias=snake)
 
-    consistent_list_from_cache: bool = Field(True, description="ConsistentListFromCache (GA 1.34): RV=\"\" LISTs from the cache.")
-    list_from_cache_snapshot: bool = Field(True, description="ListFromCacheSnapshot (beta on 1.34): continue/exact LISTs from cache snapshots.")
-    streaming_collection_encoding_to_json: bool = Field(True, description="StreamingCollectionEncodingToJSON (KEP-5116).")
-    streaming_collection_encoding_to_protobuf: bool = Field(True, description="StreamingCollectionEncodingToProtobuf (KEP-5116).")
-    etcd_range_stream: bool = Field(
-        True, description="EtcdRangeStream (beta, on in 1.37; needs etcd 3.7): LISTs from etcd read the range as a stream of chunks."
+
+class FeatureGates(_Params):
+    """kube-apiserver and client-go feature gates that change what the simulation does, named as
+    upstream names them (defaults are Kubernetes 1.37's). A scenario sets them in
+    `kubernetes.feature_gates`; the apiserver's parameters hold them resolved
+    (`ServerParams.features`), and APF, the serving paths and the clients read them there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, populate_by_name=True)
+
+    SizeBasedListCostEstimate: bool = _gate(
+        True, "size_based_list_cost_estimate", "APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
     )
+    WatchList: bool = _gate(
+        True, "watch_list",
+        "The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST.",
+    )
+    WatchListClient: bool = _gate(
+        True, "watch_list_client",
+        "client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
+    )
+    StreamingCollectionEncodingToJSON: bool = _gate(
+        True, "streaming_collection_encoding_to_json", "JSON LIST responses are encoded item by item (KEP-5116)."
+    )
+    StreamingCollectionEncodingToProtobuf: bool = _gate(
+        True, "streaming_collection_encoding_to_protobuf", "Protobuf LIST responses are encoded item by item (KEP-5116)."
+    )
+    ConsistentListFromCache: bool = _gate(
+        True, "consistent_list_from_cache",
+        "LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd.",
+    )
+    ListFromCacheSnapshot: bool = _gate(
+        True, "list_from_cache_snapshot",
+        "Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd.",
+    )
+    EtcdRangeStream: bool | None = _gate(
+        None, "etcd_range_stream",
+        "LISTs served from etcd (and a watch cache's fill) read their range as etcd 3.7's RangeStream, decoding "
+        "each chunk as it arrives (Beta, on in 1.37). Off: one unary range per page, as before 1.37 or with an "
+        "etcd older than 3.7 (the apiserver falls back to pages then). null: by kubernetes.version, on from 1.37.",
+    )
+
+    def resolved(self) -> "FeatureGates":
+        """These gates with EtcdRangeStream decided: null, which a scenario's loader resolves by
+        kubernetes.version, is otherwise the newest release's (on)."""
+        return self if self.EtcdRangeStream is not None else self.model_copy(update={"EtcdRangeStream": True})
+
+
+# The gates the resource model reads, as the apiserver's parameters (and calibration records)
+# write them: what `ServerParams.features` keeps in a record; the others are APF's and client-go's.
+SERVING_GATES: Final = ("ConsistentListFromCache", "ListFromCacheSnapshot", "StreamingCollectionEncodingToJSON",
+                        "StreamingCollectionEncodingToProtobuf", "EtcdRangeStream")  # fmt: skip
+
+
+def gate_parameter(name: str) -> str:
+    """A gate's name as a parameter set writes it (snake case)."""
+    return FeatureGates.model_fields[name].validation_alias  # type: ignore[return-value]
+
+
+# Releases whose apiserver changed what a parameter describes (each field's description says how).
+# Watchers partitioned by the namespace and name they are scoped to (kubernetes#115918).
+SCOPE_PARTITION_RELEASE: Final = (1, 27)
+# A watch's initial events built from its object's key alone (k8s.io/apiserver "cacher: apply key
+# for initial events", first released in v0.31.0).
+INITIAL_EVENTS_BY_KEY_RELEASE: Final = (1, 31)
+# The release whose apiserver reads etcd ranges as a RangeStream by default (EtcdRangeStream,
+# beta in 1.37, with etcd 3.7).
+RANGE_STREAM_RELEASE: Final = (1, 37)
+_VERSION_PREFIX = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def release_before(version: str, release: tuple[int, int]) -> bool:
+    """Whether Kubernetes `version` ("1.33", "v1.33.4-gke.1") is older than `release` (an
+    unreadable version is not)."""
+    match = _VERSION_PREFIX.match(version.strip())
+    return match is not None and (int(match[1]), int(match[2])) < release
 
 
 class ServerParams(_Params):
     """All parameters of the simulated apiserver (`simapf.server`)."""
 
-    cpu: CpuParams = Field(CpuParams(), description="Cores and GOMAXPROCS.")
-    process: ProcessParams = Field(ProcessParams(), description="Baseline memory, memory limit, restart.")
-    watch_cache: WatchCacheParams = Field(WatchCacheParams(), description="Size of cached objects.")
-    etcd: EtcdParams = Field(EtcdParams(), description="etcd's members, their cores and throughput.")
-    client: ClientParams = Field(ClientParams(), description="Clients reading responses on the same cores (calibration experiment).")
-    request_cpu: RequestCpuParams = Field(RequestCpuParams(), description="CPU cost coefficients per request.")
-    request_memory: RequestMemoryParams = Field(RequestMemoryParams(), description="Live and allocated bytes per request.")
-    gc: GcParams = Field(GcParams(), description="Go GC, GOGC, GOMEMLIMIT, scavenger.")
-    crds: CrdParams = Field(CrdParams(), description="What each served CRD version costs the heap.")
-    features: FeatureGates = Field(FeatureGates(), description="Feature gates that change serving path or encoding.")
+    @staticmethod
+    def defaults_for(version: str) -> dict[str, dict[str, Any]]:
+        """The parameters Kubernetes `version` decides, by section: a scenario's loader applies
+        each where no parameter set says otherwise (the fields' own defaults are the newest
+        release's).
+
+        Before 1.25 each CRD version's etcd client built its own logger (kubernetes#111477), and
+        kube-apiserver was built with a Go (1.18 or older) whose bytes.Buffer grew with make,
+        leaving a new array's unwritten tail untouched; before 1.28 every CRD change rebuilt the
+        OpenAPI v2 document (kubernetes#118212); before 1.21 it was built with a Go (1.12-1.15)
+        that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a fresh
+        buffer, not a pooled one (kubernetes#139350); from 1.27 to 1.31 a LIST from the watch
+        cache sorted all its objects (kubernetes#113730), and in 1.30 and 1.31 a WatchList its
+        initial events (kubernetes#120897); before 1.27 the watch cache handed every event to
+        every watcher without a trigger value (kubernetes#115918), and before 1.31 it built a
+        watch's initial events from every object even when its selector named one
+        (simapf.server.cache_index); before 1.37 LISTs from etcd read pages, not a RangeStream.
+        """
+
+        def before(major: int, minor: int) -> bool:
+            return release_before(version, (major, minor))
+
+        return {
+            "crds": {"etcd_logger_per_client": before(1, 25), "openapi_v2_eager": before(1, 28)},
+            "request_memory": {"buffer_growth_zeroes": not before(1, 25), "protobuf_allocator_pool": not before(1, 37)},
+            "request_cpu": {"cache_list_sorted": not before(1, 27) and before(1, 32),
+                            "watchlist_events_sorted": not before(1, 30) and before(1, 32)},
+            "gc": {"page_release": "free" if before(1, 21) else "dontneed"},
+            "watch_cache": {"watchers_partitioned_by_scope": not before(*SCOPE_PARTITION_RELEASE),
+                            "initial_events_by_key": not before(*INITIAL_EVENTS_BY_KEY_RELEASE)},
+            "features": {"etcd_range_stream": not before(*RANGE_STREAM_RELEASE)},
+        }  # fmt: skip
+
+    cpu: CpuParams = Field(default_factory=CpuParams, description="Cores and GOMAXPROCS.")
+    process: ProcessParams = Field(default_factory=ProcessParams, description="Baseline memory, memory limit, restart.")
+    watch_cache: WatchCacheParams = Field(default_factory=WatchCacheParams, description="Size of cached objects.")
+    etcd: EtcdParams = Field(default_factory=EtcdParams, description="etcd's members, their cores and throughput.")
+    client: ClientParams = Field(default_factory=ClientParams, description="Clients reading responses on the same cores (calibration experiment).")
+    request_cpu: RequestCpuParams = Field(default_factory=RequestCpuParams, description="CPU cost coefficients per request.")
+    request_memory: RequestMemoryParams = Field(default_factory=RequestMemoryParams, description="Live and allocated bytes per request.")
+    gc: GcParams = Field(default_factory=GcParams, description="Go GC, GOGC, GOMEMLIMIT, scavenger.")
+    crds: CrdParams = Field(default_factory=CrdParams, description="What each served CRD version costs the heap.")
+    features: FeatureGates = Field(default_factory=FeatureGates, description="Feature gates that change serving path or encoding.")
+
+    @field_validator("features")
+    @classmethod
+    def _range_stream_resolved(cls, gates: FeatureGates) -> FeatureGates:
+        return gates.resolved()
+
+    @field_serializer("features")
+    def _serving_gates(self, gates: FeatureGates) -> dict[str, Any]:
+        # A calibration record (and the parameters' hash) holds the gates the resource model reads.
+        return {gate_parameter(name): getattr(gates, name) for name in SERVING_GATES}
 
     @classmethod
     def from_dict(cls, data: Any, source_name: str | None = None) -> "ServerParams":
@@ -795,3 +954,21 @@ class ServerParams(_Params):
         path = Path(path)
         data = read_yaml(path, empty_ok=True)
         return cls.from_dict(data, source_name=str(path))
+
+
+def parameter_field(path: str) -> Any:
+    """The pydantic field of the parameter at `path` ("section.field")."""
+    section, field = path.split(".")
+    return ServerParams.model_fields[section].annotation.model_fields[field]
+
+
+def parameter_type(path: str) -> Any:
+    """The type of the parameter at `path` ("section.field") with every constraint its field
+    declares, for a scenario field that is a shorthand for it: the rule is written once, here."""
+    info = parameter_field(path)
+    return Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation  # type: ignore[return-value]
+
+
+def parameter_default(path: str) -> Any:
+    """The default of the parameter at `path` ("section.field")."""
+    return parameter_field(path).get_default(call_default_factory=True)

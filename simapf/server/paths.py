@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from simapf.apf.types import ListOptions, PickledByFields
 from simapf.server.params import FeatureGates
 
-_DEFAULT_GATES = FeatureGates()
+_DEFAULT_GATES = FeatureGates().resolved()
 
 
 class ServingPath(enum.Enum):
@@ -132,7 +132,7 @@ def serving_path(
     match = opts.resource_version_match
 
     def snapshot_or_etcd() -> ServingPath:
-        if gates.list_from_cache_snapshot and snapshot_available:
+        if gates.ListFromCacheSnapshot and snapshot_available:
             return ServingPath.CACHE_SNAPSHOT
         return ServingPath.ETCD
 
@@ -142,7 +142,7 @@ def serving_path(
         return snapshot_or_etcd()
     if rv == "":
         # Consistent read: the cache after it caught up with etcd's current revision.
-        return ServingPath.CACHE if gates.consistent_list_from_cache else ServingPath.ETCD
+        return ServingPath.CACHE if gates.ConsistentListFromCache else ServingPath.ETCD
     if rv == "0":
         return ServingPath.CACHE  # any state is fine; limit is ignored, the whole list is served
     # A specific RV.
@@ -174,9 +174,9 @@ def is_streaming_encoded(path: ServingPath, encoding: Encoding, gates: FeatureGa
     if path is ServingPath.WATCHLIST_STREAM:
         return True
     if encoding is Encoding.JSON:
-        return gates.streaming_collection_encoding_to_json
+        return gates.StreamingCollectionEncodingToJSON
     if encoding is Encoding.PROTOBUF:
-        return gates.streaming_collection_encoding_to_protobuf
+        return gates.StreamingCollectionEncodingToProtobuf
     return False
 
 
@@ -184,7 +184,7 @@ def is_range_streamed(verb: str, path: ServingPath, opts: ListOptions, gates: Fe
     """Whether a LIST from etcd reads its range as a RangeStream (v0.37.2 etcd3 store's
     `shouldStream`): with the gate on, unless it is a page (a limit) filtered by selectors, since
     etcd cannot apply a limit to matches it does not see."""
-    if verb != "list" or path is not ServingPath.ETCD or not gates.etcd_range_stream:
+    if verb != "list" or path is not ServingPath.ETCD or not gates.EtcdRangeStream:
         return False
     return not (opts.limit > 0 and _has_selectors(opts))
 

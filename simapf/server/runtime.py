@@ -18,7 +18,7 @@ import numpy as np
 
 from simapf.apf.clock import FINISH
 from simapf.apf.config import bootstrap_objects
-from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController, FeatureGates
+from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController
 from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
 from simapf.apf.estimators.watch_tracker import WatchTracker
 from simapf.apf.objects import APFObjects
@@ -28,7 +28,7 @@ from simapf.apf.types import RequestAttributes
 from simapf.environment import Environment
 from simapf.server.model import CachedResource, ResourceModel, ServerSnapshot
 from simapf.server.network import Link
-from simapf.server.params import ServerParams
+from simapf.server.params import FeatureGates, ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.process import Hook
 
@@ -167,7 +167,7 @@ class SimulatedAPIServer:
         server_concurrency: int = 600,
         params: ServerParams | None = None,
         estimator: WorkEstimator | None = None,
-        gates: FeatureGates = FeatureGates(),
+        gates: FeatureGates | None = None,
         object_stats: ObjectStatsSource | None = None,
         wait_limit_ns: int = DEFAULT_WAIT_LIMIT_NS,
         rng: np.random.Generator | None = None,
@@ -189,7 +189,7 @@ class SimulatedAPIServer:
         self._apf_objects = apf_objects if apf_objects is not None else bootstrap_objects()
         self._server_concurrency = server_concurrency
         self._estimator = estimator
-        self._gates = gates
+        self._gates = gates if gates is not None else FeatureGates()
         self._object_stats = object_stats
         self._wait_limit_ns = wait_limit_ns
         self.incarnation = 0

@@ -89,7 +89,7 @@ class Context:
 
     @property
     def server_watch_list(self) -> bool:
-        return self.cluster.servers[0].apf.gates.watch_list  # every replica runs the same version
+        return self.cluster.servers[0].apf.gates.WatchList  # every replica runs the same version
 
 
 

@@ -129,4 +129,4 @@ def test_the_gate_follows_the_kubernetes_version_unless_set(version, gate, strea
     if gate is not None:
         overrides["kubernetes.feature_gates.EtcdRangeStream"] = gate
     loaded = simapf.load_scenario(ROOT / "scenarios" / "relist-storm.yaml", overrides)
-    assert loaded.params.features.etcd_range_stream is streams
+    assert loaded.params.features.EtcdRangeStream is streams

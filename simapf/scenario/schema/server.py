@@ -5,54 +5,45 @@ balancer), how APF is configured, and the admission webhooks writes pass through
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
-from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Cores, Integer, Number, NumberAsText, Seconds, StrictModel
-from simapf.server.params import MAX_CORES, EtcdCores, EtcdMembers, EtcdParams, MemberRoundTrip, OptionalBytes
+from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Integer, Number, NumberAsText, Seconds, StrictModel
+from simapf.server.params import FeatureGates, GogcSpelling, parameter_default, parameter_type
+
+
+# --------------------------------------------------------------------------------------------
+# Shorthands: scenario fields that set one resource-model parameter each. `ServerParams` declares
+# each one's type, rule and default; the scenario field takes them from there, and the loader
+# puts its value in the parameters by this table (simapf.scenario.load). The same parameter may be
+# written under `apiserver.params` instead; two different values for it are an error.
+
+SHORTHANDS: Final = {
+    ("apiserver", "cores"): "cpu.cores",
+    ("apiserver", "memory_limit_bytes"): "process.memory_limit_bytes",
+    ("apiserver", "gogc"): "gc.gogc",
+    ("apiserver", "gomemlimit_bytes"): "gc.gomemlimit_bytes",
+    ("apiserver", "gomaxprocs"): "cpu.gomaxprocs",
+    ("apiserver", "restart_s"): "process.restart_s",  # null: the parameter's own default
+    ("etcd", "cores"): "etcd.concurrency",
+    ("etcd", "members"): "etcd.members",
+    ("etcd", "member_round_trip_s"): "etcd.member_round_trip_s",
+    ("etcd", "embedded"): "etcd.embedded",
+}
+ApiserverCores = parameter_type("cpu.cores")
+MemoryLimit = parameter_type("process.memory_limit_bytes")
+GoMemLimit = parameter_type("gc.gomemlimit_bytes")
+GoMaxProcs = parameter_type("cpu.gomaxprocs")
+RestartTime = parameter_type("process.restart_s") | None
+EtcdCores = parameter_type("etcd.concurrency")
+EtcdMembers = parameter_type("etcd.members")
+MemberRoundTrip = parameter_type("etcd.member_round_trip_s")
 
 
 # --------------------------------------------------------------------------------------------
 # Kubernetes behaviour
-
-
-# The release whose apiserver reads etcd ranges as a RangeStream by default (EtcdRangeStream,
-# beta in 1.37, with etcd 3.7): EtcdRangeStream's default follows kubernetes.version.
-RANGE_STREAM_RELEASE = (1, 37)
-
-
-class FeatureGates(StrictModel):
-    """kube-apiserver and client-go feature gates that change what the simulation does
-    (defaults are Kubernetes 1.37's)."""
-
-    SizeBasedListCostEstimate: bool = Field(
-        True, description="APF charges LISTs by response size (Beta, on in 1.37); off: by object count."
-    )
-    WatchList: bool = Field(
-        True, description="The apiserver serves WATCH with sendInitialEvents (KEP-3157, on since 1.32); APF charges WATCH initialisation like a LIST."
-    )
-    WatchListClient: bool = Field(
-        True,
-        description="client-go informers stream their initial list with a WatchList instead of LISTing (client-go gate, on by default since 1.35). Needs WatchList on the server.",
-    )
-    StreamingCollectionEncodingToJSON: bool = Field(True, description="JSON LIST responses are encoded item by item (KEP-5116).")
-    StreamingCollectionEncodingToProtobuf: bool = Field(True, description="Protobuf LIST responses are encoded item by item (KEP-5116).")
-    ConsistentListFromCache: bool = Field(
-        True, description="LISTs with resourceVersion unset are served from the watch cache (GA 1.34); off: from etcd."
-    )
-    ListFromCacheSnapshot: bool = Field(
-        True, description="Paged LISTs (continue) and exact-resourceVersion LISTs are served from watch-cache snapshots; off: from etcd."
-    )
-    EtcdRangeStream: bool | None = Field(
-        None,
-        description=(
-            "LISTs served from etcd (and a watch cache's fill) read their range as etcd 3.7's RangeStream, decoding "
-            "each chunk as it arrives (Beta, on in 1.37). Off: one unary range per page, as before 1.37 or with an "
-            "etcd older than 3.7 (the apiserver falls back to pages then). null: by kubernetes.version, on from 1.37."
-        ),
-    )
 
 
 # The releases simapf models: from the first whose apiservers run APF by default (flowcontrol
@@ -103,7 +94,7 @@ class Kubernetes(StrictModel):
             "namespace and name (from 1.27) and a watch's initial events read from the named object's key (from 1.31)."
         ),
     )
-    feature_gates: FeatureGates = Field(FeatureGates(), description="Each is named as upstream names it.")
+    feature_gates: FeatureGates = Field(default_factory=FeatureGates, description="Each is named as upstream names it.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,9 +130,10 @@ class LoadBalancer(StrictModel):
 
 
 class Apiserver(StrictModel):
-    """The kube-apiserver, and how many replicas of it there are. Fields here override the same
-    ones of the resource-model parameters; every replica has all of them (its own cores, memory
-    limit and APF with the full concurrency limits, as upstream does)."""
+    """The kube-apiserver, and how many replicas of it there are. Its cores, memory limit, restart
+    time and Go runtime settings are shorthands for resource-model parameters (`params`): the same
+    one written in both places must say the same. Every replica has all of them (its own cores,
+    memory limit and APF with the full concurrency limits, as upstream does)."""
 
     replicas: Integer = Field(
         1, ge=1, le=16,
@@ -160,8 +152,8 @@ class Apiserver(StrictModel):
         ),
     )
 
-    cores: Cores = Field(
-        16.0, gt=0,
+    cores: ApiserverCores = Field(
+        parameter_default("cpu.cores"),
         description=(
             "CPU cores of the apiserver (container limit or machine): a number, or millicores as Kubernetes writes "
             "them (8000m). From 1m, the smallest CPU quantity Kubernetes gives, to 4096 (simapf holds a processor-sharing slot per core)."
@@ -181,30 +173,30 @@ class Apiserver(StrictModel):
             "concurrency is the sum of the two."
         ),
     )
-    memory_limit_bytes: OptionalBytes = Field(
-        None, description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
+    memory_limit_bytes: MemoryLimit = Field(
+        parameter_default("process.memory_limit_bytes"), description="Container memory limit (bytes or a quantity like 8Gi); RSS above it is an OOM kill. null = no limit."
     )
-    gogc: Integer | None | Literal["off"] = Field(
-        100,
+    gogc: GogcSpelling = Field(
+        parameter_default("gc.gogc"),
         description=(
             "GOGC: a GC cycle starts when the heap has grown this many percent over the live heap the "
             "last cycle left; off = no such goal, "
             "only GOMEMLIMIT triggers GC."
         ),
     )
-    gomemlimit_bytes: OptionalBytes = Field(
-        None,
+    gomemlimit_bytes: GoMemLimit = Field(
+        parameter_default("gc.gomemlimit_bytes"),
         description=(
             "GOMEMLIMIT: the Go runtime's soft memory limit, near which it collects more often (bytes or "
             "a quantity); null = none."
         ),
     )
-    gomaxprocs: Integer | None = Field(
-        None, ge=1, le=MAX_CORES,
+    gomaxprocs: GoMaxProcs = Field(
+        parameter_default("cpu.gomaxprocs"),
         description="GOMAXPROCS: how many threads run Go code at once (at most 4096); null = ceil(cores).",
     )
-    restart_s: Seconds | None = Field(
-        None, ge=0, description="Seconds from a kill until the new process serves again; null = the resource-model default."
+    restart_s: RestartTime = Field(
+        None, description="Seconds from a kill until the new process serves again; null = the resource-model default."
     )
     request_timeout_s: Seconds = Field(
         60.0, gt=0, description="--request-timeout: APF's queue wait limit is a quarter of it, at most 60 s."
@@ -216,25 +208,6 @@ class Apiserver(StrictModel):
         default_factory=dict,
         description="Resource-model parameters (see docs/resource-model.md), applied over params_file; e.g. {gc: {cpu_sharing: shared}}.",
     )
-
-    @field_validator("memory_limit_bytes", "gomemlimit_bytes")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        if v is not None and v <= 0:
-            raise ValueError("must be positive or null")
-        return v
-
-    @field_validator("gogc", mode="before")
-    @classmethod
-    def _gogc(cls, v: Any) -> Any:
-        # YAML 1.1 reads a bare `off` as false; left alone, pydantic would make that GOGC=0
-        # (collect all the time), the opposite of what was meant. `true` means nothing.
-        if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
-            return "off"
-        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not v.strip().isdigit()):
-            shown = str(v).lower() if isinstance(v, bool) else repr(v)
-            raise ValueError(f"GOGC must be a percentage >= 0 or off, got {shown}")
-        return int(v) if isinstance(v, str) else v  # GOGC=200 as the environment writes it
 
     @model_validator(mode="after")
     def _concurrency(self) -> "Apiserver":
@@ -250,10 +223,6 @@ class Apiserver(StrictModel):
 # --------------------------------------------------------------------------------------------
 # etcd
 
-# The deployment the resource model's etcd rates were fitted on (docs/validation.md), the default.
-_FITTED = EtcdParams()
-
-
 class Etcd(StrictModel):
     """The etcd cluster every apiserver replica reads, as deployed: its members and the cores each
     serves range reads with. The defaults are the deployment simapf's etcd rates were fitted on,
@@ -264,7 +233,7 @@ class Etcd(StrictModel):
     its `concurrency`)."""
 
     cores: EtcdCores = Field(
-        _FITTED.concurrency, ge=1,
+        parameter_default("etcd.concurrency"),
         description=(
             "Cores each member serves range reads with: one range runs on one core, and up to this many run side by "
             "side, each at the fitted per-core rates (apiserver.params.etcd: bytes_per_s, objects_per_s, "
@@ -275,7 +244,7 @@ class Etcd(StrictModel):
         ),
     )
     members: EtcdMembers = Field(
-        _FITTED.members, ge=1,
+        parameter_default("etcd.members"),
         description=(
             "Voting members of the etcd cluster (at most 16; etcd recommends 3 or 5). The apiserver's etcd client sends "
             "each call to the next member in turn, and that member serves the range with its own `cores`. With more "
@@ -285,7 +254,7 @@ class Etcd(StrictModel):
         ),
     )
     member_round_trip_s: MemberRoundTrip = Field(
-        _FITTED.member_round_trip_s, ge=0,
+        parameter_default("etcd.member_round_trip_s"),
         description=(
             "Network round trip between two members (with `members` above 1): a ReadIndex round's heartbeat and its "
             "acks. Default 0.5 ms: \"several hundred microseconds\" within a data center (etcd's performance guide); "
@@ -294,7 +263,7 @@ class Etcd(StrictModel):
         ),
     )
     embedded: bool = Field(
-        _FITTED.embedded,
+        parameter_default("etcd.embedded"),
         description=(
             "etcd runs inside the apiserver's process, as upstream's storage tests and benchmarks run it "
             "(k8s.io/apiserver storage/etcd3/testserver, embed.StartEtcd): its ranges run on the apiserver's own "

@@ -106,12 +106,12 @@ def _problem(error: dict[str, Any], root: type[BaseModel] | None, prefix: str, m
         if kind == "union_tag_invalid":
             msg = f"unknown {discriminator} {brief(error['ctx']['tag'])}{expected}"
         else:
-            shown = "required field missing" if isinstance(value, dict) else f"cannot be read from {_type_name(value)}"
+            shown = "required field missing" if isinstance(value, dict) else f"cannot be read from {type_name(value)}"
             msg = f"{shown}{expected}"
     elif kind in ("model_type", "model_attributes_type", "dict_type"):
-        msg = f"expected a mapping, got {_type_name(value)}"
+        msg = f"expected a mapping, got {type_name(value)}"
     elif kind in ("list_type", "tuple_type"):
-        msg = f"expected a list, got {_type_name(value)}"
+        msg = f"expected a list, got {type_name(value)}"
     elif kind in ("float_parsing", "float_type") and keys and str(keys[-1]).endswith("_bytes"):
         msg = f"expected a number of bytes or a quantity like 512Mi or 2G, got {_shown(value)}"
     elif kind in _EXPECTED:
@@ -280,14 +280,15 @@ def _shown(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if value != value else ("-.inf" if value < 0 else ".inf")
-    return brief(value) if _scalar(value) and value is not None else _type_name(value)
+    return brief(value) if _scalar(value) and value is not None else type_name(value)
 
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """What a value is, in a user's words: "a number", "a list", "null"."""
     if value is None:
         return "null"
     names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a mapping"}

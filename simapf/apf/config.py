@@ -35,7 +35,7 @@ from simapf.apf.objects import (
 from simapf.apf.validation import Problems, validate_flow_schema, validate_priority_level
 from simapf.errors import ConfigError
 from simapf.files import MAX_YAML_BYTES, load_yaml, read_text
-from simapf.messages import describe
+from simapf.messages import describe, type_name
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def _parse_object(
     place = where or "document"
     if not isinstance(item, dict):
         raise ConfigError(
-            f"{prefix}{place}: expected an API object (a mapping), got {_type_name(item)}"
+            f"{prefix}{place}: expected an API object (a mapping), got {type_name(item)}"
         )
     kind = item.get("kind")
     name = _name_of(item)
@@ -189,11 +189,6 @@ def _label(where: str, kind: str | None, name: str | None) -> str:
     if name is not None:
         what = f'{what} "{name}"'
     return f"{where} ({what})" if where else what
-
-
-def _type_name(value: Any) -> str:
-    names = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
-    return names.get(type(value), type(value).__name__)
 
 
 def _first_problem(problems: Problems) -> str:

@@ -28,7 +28,7 @@ from simapf.apf.estimators import WorkEstimator, resolve_list_policy_class
 from simapf.apf.estimators.work import MutatingEstimatorConfig
 from simapf.errors import ConfigError
 from simapf.files import check_text, check_yaml_size, parse_yaml_value, read_yaml
-from simapf.messages import describe, first_problem
+from simapf.messages import describe, first_problem, type_name
 from simapf.scenario.schema import Estimator, PriorityLevelOverride, Scenario
 from simapf.scenario import work
 from simapf.scenario.schema.server import SHORTHANDS
@@ -209,12 +209,8 @@ def _set_dotted(data: dict, key: str, value: Any, name: str) -> str:
                 node[part] = {}
             node = node[part]
         else:
-            raise ConfigError(f"{name}: --set {key}: {path} is {_kind(node)}, not a mapping or list")
+            raise ConfigError(f"{name}: --set {key}: {path} is {type_name(node)}, not a mapping or list")
     return path
-
-
-def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def _list_index(items: list, part: str) -> int | None:

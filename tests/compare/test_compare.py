@@ -16,20 +16,9 @@ from simapf.comparison.core import replication_seeds
 from simapf.comparison.stats import paired_differences
 from simapf.errors import ConfigError
 
-SCENARIO = {
-    "name": "cmp-small",
-    "run": {"duration_s": 15, "seed": 3},
-    "apiserver": {"cores": 4, "max_requests_inflight": 40, "max_mutating_requests_inflight": 20,
-                  "memory_limit_bytes": "2Gi"},
-    "resources": [{"name": "widgets", "count": 300,
-                   "object_size": {"mean_bytes": "20Ki", "distribution": "lognormal", "sigma": 0.5}}],
-    "clients": [
-        {"name": "listers", "kind": "open_loop", "count": 4, "identity": {"user": "lister-{i}"},
-         "rate_per_s": 8, "request": {"verb": "list", "resource": "widgets"}},
-        {"name": "writers", "kind": "mutator", "identity": {"user": "writer"}, "resource": "widgets",
-         "rate_per_s": 5},
-    ],
-}  # fmt: skip
+from builders import small_lists
+
+SCENARIO = small_lists(name="cmp-small", duration_s=15, list_rate_per_s=8)
 
 
 @pytest.fixture

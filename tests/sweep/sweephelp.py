@@ -5,21 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from builders import small_lists
 
-SMALL = {
-    "name": "small-lists",
-    "run": {"duration_s": 20, "seed": 3},
-    "apiserver": {"cores": 4, "max_requests_inflight": 40, "max_mutating_requests_inflight": 20,
-                  "memory_limit_bytes": "2Gi"},
-    "resources": [{"name": "widgets", "count": 300,
-                   "object_size": {"mean_bytes": "20Ki", "distribution": "lognormal", "sigma": 0.5}}],
-    "clients": [
-        {"name": "listers", "kind": "open_loop", "count": 4, "identity": {"user": "lister-{i}"},
-         "rate_per_s": 5, "request": {"verb": "list", "resource": "widgets"}},
-        {"name": "writers", "kind": "mutator", "identity": {"user": "writer"}, "resource": "widgets",
-         "rate_per_s": 5},
-    ],
-}  # fmt: skip
+SMALL = small_lists()
 
 
 def small_scenario(**changes) -> dict:

@@ -70,7 +70,7 @@ def test_another_seed_changes_the_run(busy):
 
 _CHILD = """
 import json, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {builders!r}]  # this test's folder, and tests/ for builders.py
 from test_determinism import busy_scenario, _comparable
 from simapf.runner import run
 r = run(busy_scenario())
@@ -86,7 +86,7 @@ def test_same_seed_same_results_in_processes_with_different_string_hashing(tmp_p
     outs = []
     for hash_seed in ("1", "2"):
         out = str(tmp_path / f"run{hash_seed}")
-        code = _CHILD.format(tests=str(Path(__file__).parent), out=out)
+        code = _CHILD.format(tests=str(Path(__file__).parent), builders=str(Path(__file__).parents[1]), out=out)
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
         subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=str(tmp_path))
         outs.append(out)

@@ -32,6 +32,10 @@ hashes of the resolved scenario and the calibration, seeds, replications) goes i
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
 same spec and seeds give byte-identical PNG and SVG files.
+
+The simulations a figure rests on are read from the result cache (simapf.cache) when it holds
+them, so redrawing figures after a change of style runs none again; each figure's log line
+says how many of its runs came from the cache.
 """
 
 from __future__ import annotations
@@ -485,6 +489,7 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
 def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = None, force: bool = False,
          log=lambda m: None) -> list[Path]:  # fmt: skip
     """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files."""
+    from simapf import cache
     from simapf.files import output_directory
     from simapf.provenance import build_record
 
@@ -511,6 +516,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             # simulations), and nothing else is said while it runs.
             log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
             began = time.monotonic()
+            runs_before = cache.tally.snapshot()
             if isinstance(f, TimeseriesFigure):
                 fig, seeds, reps = draw_timeseries(f, base)
             elif isinstance(f, PoliciesFigure):
@@ -527,9 +533,23 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
-            log(f"figure {i}/{len(wanted)} {f.name}: {_seconds(time.monotonic() - began)} "
+            log(f"figure {i}/{len(wanted)} {f.name}: {_runs_since(runs_before)}{_seconds(time.monotonic() - began)} "
                 f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
     return written
+
+
+def _runs_since(before: tuple[int, int]) -> str:
+    """The simulations a figure rested on, and how many of them the result cache held."""
+    from simapf import cache
+
+    reused, ran = (now - then for now, then in zip(cache.tally.snapshot(), before))
+    runs = reused + ran
+    if not runs:
+        return ""
+    what = f"{runs} run{'s' if runs > 1 else ''}"
+    if reused == runs:
+        return f"{what} from the cache, "
+    return f"{what} ({reused} from the cache), " if reused else f"{what}, "
 
 
 def _seconds(s: float) -> str:

@@ -126,6 +126,8 @@ def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterato
             todo.append(i)
         else:
             yield {**task.key, **got}  # as `execute` builds it: the key, then what the run gave
+    if not todo:
+        return  # every row came from the cache: no backend to start
     for j, row in run([tasks[i] for i in todo]):
         i = todo[j]
         cache.tally.ran += 1

@@ -21,6 +21,7 @@ from simapf.provenance import provenance
 from simapf.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
+from simapf.server.params import ServerParams
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.balancer import LoadBalancer
 from simapf.uncertainty.coverage import beyond, run_inputs
@@ -160,7 +161,8 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     steady = sc.run.steady_from_s
     # With several replicas, per-process figures are per replica: means over the replicas, peaks
     # the highest replica's (what its limits are compared with); `replicas` gives each.
-    per_replica = [_replica_figures(series, label, duration, steady, cpu_at_steady)
+    procs = server.model.params.cpu.procs
+    per_replica = [_replica_figures(series, label, duration, steady, cpu_at_steady, procs)
                    for label, cpu_at_steady in zip(rec.replica_labels, rec.cpu_seconds_at_steady)]  # fmt: skip
     rss = series[series["metric"] == "process_resident_memory_bytes"]
     rss_steady = rss[rss["time_s"] >= steady]["value"]
@@ -255,12 +257,23 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
             "peak_cores": max(r["peak_cores"] for r in per_replica),
             "cores": server.model.params.cpu.cores,
             "mean_cores_steady": sum(r["mean_cores_steady"] for r in per_replica) / n_replicas,
-            # The Go GC's share (mark workers and assists); its CPU limiter holds it near half of
-            # GOMAXPROCS over a window, which a scrape interval's peak may pass a little.
+            # The Go GC's CPU as the runtime's metrics count it (/cpu/classes/gc, in P-seconds a
+            # second: the Ps its workers hold, whether or not the OS runs them), all classes, and
+            # by class: dedicated and fractional workers, assists, idle mark workers (which only
+            # take Ps nothing else wanted). The compulsory part (dedicated + assists) is what the
+            # CPU limiter counts: it holds it near half of the Ps not idle over a window of its
+            # bucket (a scrape interval's peak may pass that a little), and what gctrace's
+            # percentage and GCCPUFraction give over the run (`gc_cpu_fraction`).
             "gc_mean_cores": sum(r["gc_mean_cores"] for r in per_replica) / n_replicas,
             "gc_peak_cores": max(r["gc_peak_cores"] for r in per_replica),
+            "gc_dedicated_mean_cores": sum(r["gc_dedicated_mean_cores"] for r in per_replica) / n_replicas,
+            "gc_assist_mean_cores": sum(r["gc_assist_mean_cores"] for r in per_replica) / n_replicas,
+            "gc_idle_mark_mean_cores": sum(r["gc_idle_mark_mean_cores"] for r in per_replica) / n_replicas,
+            "gc_compulsory_peak_cores": max(r["gc_compulsory_peak_cores"] for r in per_replica),
+            "gc_cpu_fraction": sum(r["gc_cpu_fraction"] for r in per_replica) / n_replicas,
             "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
         },
+        "etcd": _etcd_summary(sim, per_replica, duration, steady),
         "admission_webhooks": [
             {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
             for w in (server.admission.webhooks if server.admission is not None else [])
@@ -291,27 +304,75 @@ def _summary(sim: Finished, series: pd.DataFrame, latency: pd.DataFrame, levels:
     }
 
 
+# etcd is the bottleneck of a run when, over its steady state, etcd's cores were busy at least
+# ETCD_BUSY of the time (a queue of ranges builds as its use nears 1) while the apiserver used at
+# most APISERVER_IDLE of its cores (it had room to serve more).
+ETCD_BUSY = 0.9
+APISERVER_IDLE = 0.5
+# The deployment simapf's etcd rates were fitted on (the calibration's kind node).
+FITTED_ETCD = ServerParams().etcd
+
+
+def _etcd_summary(sim: Finished, per_replica: list[dict[str, float]], duration: float,
+                  steady: float) -> dict[str, Any]:  # fmt: skip
+    """The etcd every replica read, as deployed, and how busy it was: its ranges and the
+    server-seconds they took (`busy_core_s`), and the share of its cores' time (every member's)
+    they took over the run and over the steady state. An embedded etcd's ranges ran on the
+    apiserver's cores, so it has no time of its own to be busy."""
+    p = sim.server.model.params.etcd
+    etcd = sim.server.model.etcd  # one etcd for every replica (an embedded one: the one replica's)
+    busy = etcd.busy_seconds()
+    own = not p.embedded
+    cores = p.members * p.concurrency  # every member's
+    busy_steady = (busy - sim.recorder.etcd_busy_s_at_steady) / (cores * (duration - steady)) if own else None
+    cpu_steady = sum(r["mean_cores_steady"] for r in per_replica) / len(per_replica) / sim.server.model.params.cpu.cores
+    return {
+        "cores": p.concurrency, "members": p.members, "member_round_trip_s": p.member_round_trip_s,
+        "embedded": p.embedded,
+        "fitted_deployment": (p.concurrency, p.members, p.embedded) == (FITTED_ETCD.concurrency, FITTED_ETCD.members,
+                                                                       FITTED_ETCD.embedded),
+        "ranges": etcd.ranges,
+        "read_index_rounds": etcd.read_index_rounds,
+        "busy_core_s": busy,
+        "busy_fraction": busy / (cores * duration) if own else None,
+        "busy_fraction_steady": busy_steady,
+        "apiserver_cores_fraction_steady": cpu_steady,
+        "bottleneck": busy_steady is not None and busy_steady >= ETCD_BUSY and cpu_steady <= APISERVER_IDLE,
+    }  # fmt: skip
+
+
 def _replica_figures(series: pd.DataFrame, label: str, duration: float, steady: float,
-                     cpu_at_steady: float) -> dict[str, float]:  # fmt: skip
-    """One replica's CPU from its counters (the series labelled `label`) and its CPU counter
-    when the steady state started (`cpu_at_steady`)."""
+                     cpu_at_steady: float, procs: int) -> dict[str, float]:  # fmt: skip
+    """One replica's CPU from its counters (the series labelled `label`), its CPU counter when
+    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`)."""
     mine = series[series["replica"].fillna("") == label]
 
     def counter(name: str) -> pd.Series:
         return mine[mine["metric"] == name].set_index("time_s")["value"]
 
+    def mean(c: pd.Series) -> float:
+        return float(c.iloc[-1] / duration) if len(c) else 0.0
+
+    def peak(c: pd.Series) -> float:
+        return float((c.diff().dropna() / np.diff(c.index.to_numpy())).max()) if len(c) > 1 else 0.0
+
     cpu = counter("process_cpu_seconds_total")
     gc_cpu = counter("go_cpu_classes_gc_total_cpu_seconds_total")
+    idle_mark = counter("go_cpu_classes_gc_mark_idle_cpu_seconds_total")
     gc_cycles = mine[mine["metric"] == "go_gc_duration_seconds_count"]["value"]
-    cores = cpu.diff().dropna() / np.diff(cpu.index.to_numpy()) if len(cpu) > 1 else pd.Series(dtype=float)
-    gc_cores = gc_cpu.diff().dropna() / np.diff(gc_cpu.index.to_numpy()) if len(gc_cpu) > 1 else pd.Series(dtype=float)
     cpu_steady = float(cpu.iloc[-1] - cpu_at_steady) if len(cpu) else 0.0
+    compulsory = gc_cpu - idle_mark.reindex(gc_cpu.index).fillna(0.0)
     return {
-        "mean_cores": float(cpu.iloc[-1] / duration) if len(cpu) else 0.0,
-        "peak_cores": float(cores.max()) if len(cores) else 0.0,
+        "mean_cores": mean(cpu),
+        "peak_cores": peak(cpu),
         "mean_cores_steady": cpu_steady / (duration - steady),
-        "gc_mean_cores": float(gc_cpu.iloc[-1] / duration) if len(gc_cpu) else 0.0,
-        "gc_peak_cores": float(gc_cores.max()) if len(gc_cores) else 0.0,
+        "gc_mean_cores": mean(gc_cpu),
+        "gc_peak_cores": peak(gc_cpu),
+        "gc_dedicated_mean_cores": mean(counter("go_cpu_classes_gc_mark_dedicated_cpu_seconds_total")),
+        "gc_assist_mean_cores": mean(counter("go_cpu_classes_gc_mark_assist_cpu_seconds_total")),
+        "gc_idle_mark_mean_cores": mean(idle_mark),
+        "gc_compulsory_peak_cores": peak(compulsory),
+        "gc_cpu_fraction": mean(compulsory) / procs,
         "gc_cycles": int(gc_cycles.max()) if len(gc_cycles) else 0,
     }
 

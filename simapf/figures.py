@@ -129,12 +129,15 @@ def _overview(result: "Result") -> "Figure":
                 ax.plot(t[1:], np.diff(cpu.values) / np.diff(t), color=f"C{i % 10}", label=f"replica {replica}")
     else:
         cpu = result.metric("process_cpu_seconds_total")
-        gc = result.metric("go_cpu_classes_gc_total_cpu_seconds_total")
+        # The GC's compulsory part, as Go's runtime counts it: dedicated workers and assists
+        # (its idle mark workers only take Ps nothing else wanted).
+        gc = result.metric("go_cpu_classes_gc_total_cpu_seconds_total").reindex(cpu.index).fillna(0)
+        gc = gc - result.metric("go_cpu_classes_gc_mark_idle_cpu_seconds_total").reindex(cpu.index).fillna(0)
         t = cpu.index.to_numpy()
         if len(t) > 1:
             dt = np.diff(t)
             ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
-            ax.plot(t[1:], np.diff(gc.reindex(cpu.index).fillna(0).values) / dt, label="of which GC", alpha=0.8)
+            ax.plot(t[1:], np.diff(gc.values) / dt, label="GC (dedicated + assists)", alpha=0.8)
     ax.axhline(summary["cpu"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
     _interval_band(ax, summary["cpu"].get("mean_cores_interval"), 1.0, "mean CPU")
     ax.set_ylabel("cores")

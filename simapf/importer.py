@@ -18,7 +18,11 @@ What each number becomes:
   FlowSchemas classify them as they would there (a rule without clusterScope matches only
   requests in a namespace). 429 responses are left out: they are APF's rejections, which the
   clients retry, so the request is counted again when it is served;
-- APF: the cluster's FlowSchemas and priority levels, as they are.
+- APF: the cluster's FlowSchemas and priority levels, as they are;
+- etcd: not in the artefacts (an apiserver's metrics do not say how many members etcd has or
+  how many cores they have), so simapf's default deployment, written out in the scenario's
+  `etcd` section and its header: the calibration's kind node, one member with one core's worth
+  of range reads. An HA control plane's user sets its members and cores there.
 
 The metrics do not say who sent what, so every imported client is a service account of its own
 (`imported/<verb>-<resource>`), which APF classifies as workload-low unless the cluster's
@@ -45,6 +49,7 @@ from simapf.apf.config import parse_objects
 from simapf.apf.objects import LIST_KINDS, APFObjects
 from simapf.errors import ConfigError
 from simapf.files import MAX_METRICS_BYTES, MAX_TEXT_BYTES, MAX_YAML_BYTES, not_regular, read_bytes, write_files_together
+from simapf.scenario.schema import Etcd
 
 DEFAULT_OBJECT_BYTES = 4096
 MIN_RATE_PER_S = 0.01  # request classes rarer than this are left out
@@ -544,6 +549,7 @@ def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], 
                        "its request rates averaged since the apiserver started, and its APF configuration.",
         "run": {"duration_s": duration_s, "seed": 1},
         "apf": {"config": apf_copy},
+        "etcd": imported_etcd(),
         "resources": [
             {"name": r.name, "group": r.group, "version": r.version, "namespaced": r.namespaced, "count": r.count,
              **({"namespaces": namespaces} if r.namespaced else {}),
@@ -555,8 +561,15 @@ def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], 
     return scenario, notes
 
 
+def imported_etcd() -> dict[str, Any]:
+    """The etcd an imported scenario says it runs against: simapf's default deployment (the
+    artefacts do not say), every field written out."""
+    return Etcd().model_dump(include={"cores", "members", "member_round_trip_s"})
+
+
 def _header(notes: list[str], metrics: Path, api_resources: Path, apf: Path, apf_copy: str,
             uptime_s: float, how: str) -> list[str]:  # fmt: skip
+    etcd = imported_etcd()
     return [
         "# Imported by `simapf import` from a real cluster's artefacts (simapf/importer.py says how).",
         f"#   {metrics}: kubectl get --raw /metrics; uptime {uptime_s:,.0f} s ({how})",
@@ -567,6 +580,10 @@ def _header(notes: list[str], metrics: Path, api_resources: Path, apf: Path, apf
         *(f"#   {n}" for n in notes),
         "# Not in the artefacts, so left at simapf's defaults: the apiserver's cores and memory limit, who",
         "# sends what (every client is its own service account), selectors, and object size spread.",
+        f"# etcd: members {etcd['members']}, cores {etcd['cores']}: simapf's default, the calibration's kind node, where",
+        "# etcd shared the apiserver's node and served ranges as one core does. The artefacts do not say how",
+        "# etcd is deployed: for an HA control plane set etcd.members (3 or 5) and etcd.cores (each member's),",
+        "# and etcd.member_round_trip_s if its members are further apart than one data center.",
         "",
     ]
 

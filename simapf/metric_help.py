@@ -115,6 +115,22 @@ FAMILIES: dict[str, Family] = {
         "Estimated total CPU time spent performing GC tasks. This metric is an overestimate, and not directly "
         "comparable to system CPU time measurements. Compare only with other /cpu/classes metrics. Sum of all "
         "metrics in /cpu/classes/gc.", "/cpu/classes/gc/total:cpu-seconds"), "seconds"),
+    "go_cpu_classes_gc_mark_assist_cpu_seconds_total": Family("counter", _runtime(
+        "Estimated total CPU time goroutines spent performing GC tasks to assist the GC and prevent it from "
+        "falling behind the application. This metric is an overestimate, and not directly comparable to system CPU "
+        "time measurements. Compare only with other /cpu/classes metrics.",
+        "/cpu/classes/gc/mark/assist:cpu-seconds"), "seconds"),
+    "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total": Family("counter", _runtime(
+        "Estimated total CPU time spent performing GC tasks on processors (as defined by GOMAXPROCS) dedicated to "
+        "those tasks. This includes time spent with the world stopped due to the GC. This metric is an "
+        "overestimate, and not directly comparable to system CPU time measurements. Compare only with other "
+        "/cpu/classes metrics.", "/cpu/classes/gc/mark/dedicated:cpu-seconds"), "seconds"),
+    "go_cpu_classes_gc_mark_idle_cpu_seconds_total": Family("counter", _runtime(
+        "Estimated total CPU time spent performing GC tasks on spare CPU resources that the Go scheduler could not "
+        "otherwise find a use for. This should be subtracted from the total GC CPU time to obtain a measure of "
+        "compulsory GC CPU time. This metric is an overestimate, and not directly comparable to system CPU time "
+        "measurements. Compare only with other /cpu/classes metrics.", "/cpu/classes/gc/mark/idle:cpu-seconds"),
+        "seconds"),
     # Prometheus records `up` for every target it scrapes; simapf writes it per apiserver replica.
     "up": Family("gauge", "simapf: 1 when the apiserver replica's process was running at the scrape, 0 while it "
                  "was down (killed, restarting); Prometheus records the same for every target it scrapes."),

@@ -82,8 +82,10 @@ class Recorder:
         self.scraped_peak_heap_by_replica = [0.0] * n
         self.scraped_peak_rss_steady_by_replica = [0.0] * n
         self.scraped_peak_heap_steady_by_replica = [0.0] * n
-        # Each replica's process_cpu_seconds_total when the steady state starts.
+        # Each replica's process_cpu_seconds_total when the steady state starts, and the
+        # server-seconds etcd had spent on ranges then.
         self.cpu_seconds_at_steady = [0.0] * n
+        self.etcd_busy_s_at_steady = 0.0
         if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
             self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
@@ -115,6 +117,7 @@ class Recorder:
     def _steady_starts(self) -> None:
         for i, server in enumerate(self.cluster.servers):
             self.cpu_seconds_at_steady[i] = server.model.snapshot().cpu_seconds_total
+        self.etcd_busy_s_at_steady = self.cluster.servers[0].model.etcd.busy_seconds()
 
     def true_peaks(self, replica: int | None = None, from_ns: int = 0,
                    until_ns: int | None = None) -> tuple[float, float]:  # fmt: skip
@@ -250,7 +253,13 @@ class Recorder:
         add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes, replica=replica)
         add(t, "go_gc_duration_seconds_count", snap.gc_cycles, replica=replica)
         add(t, "process_cpu_seconds_total", snap.cpu_seconds_total, replica=replica)
+        # The GC's CPU by class, as the runtime's metrics export it (P-seconds; the total holds
+        # idle mark work, which the GC CPU limiter and gctrace's percentage leave out).
         add(t, "go_cpu_classes_gc_total_cpu_seconds_total", snap.gc_cpu_seconds_total, replica=replica)
+        add(t, "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total", snap.gc_mark_dedicated_seconds_total,
+            replica=replica)  # fmt: skip
+        add(t, "go_cpu_classes_gc_mark_assist_cpu_seconds_total", snap.gc_mark_assist_seconds_total, replica=replica)
+        add(t, "go_cpu_classes_gc_mark_idle_cpu_seconds_total", snap.gc_mark_idle_seconds_total, replica=replica)
         add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
         add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)

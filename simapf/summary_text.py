@@ -46,6 +46,8 @@ def format_summary(s: dict[str, Any]) -> str:
     mean_cpu = interval_text("cpu", c["mean_cores"], c["mean_cores_interval"]) if "mean_cores_interval" in c \
         else f"{c['mean_cores']:.2f} cores"
     add(f"  CPU         mean {mean_cpu}{steady_cpu}, peak {c['peak_cores']:.2f} of {c['cores']:g}")
+    if s.get("etcd"):
+        _etcd(s["etcd"], add)
     add(f"  process     {p['oom_kills']} OOM kill(s), {p['kills']} kill(s) in all, down {p['down_s']:.0f} s")
     by = s["requests"]["by_outcome"]
     add(f"  requests    {s['requests']['total']:,}: " + ", ".join(f"{k} {v:,}" for k, v in by.items()))
@@ -128,6 +130,32 @@ def format_summary(s: dict[str, Any]) -> str:
         for item in s["extrapolation"]:
             add(f"  - {item}")
     return "\n".join(lines) + "\n"
+
+
+def _plural(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def etcd_deployment(e: dict[str, Any]) -> str:
+    """The etcd a run read, in words: "3 members of 4 cores each, 0.5 ms apart"."""
+    if e["embedded"]:
+        return "embedded in the apiserver's process (its ranges on the apiserver's cores)"
+    if e["members"] > 1:
+        return f"{e['members']} members of {_plural(e['cores'], 'core')} each, {_s(e['member_round_trip_s'])} apart"
+    fitted = " (the calibration's kind node: simapf's default)" if e["fitted_deployment"] else ""
+    return f"{_plural(e['cores'], 'core')}, 1 member{fitted}"
+
+
+def _etcd(e: dict[str, Any], add) -> None:
+    """etcd's line under CPU, and when etcd held the LISTs up while the apiserver had cores to
+    spare, a line that says so (summary.json's etcd.bottleneck)."""
+    busy = e["busy_fraction_steady"]
+    use = f", its cores busy {100 * busy:.0f} % of the steady state" if busy is not None else ""
+    add(f"  etcd        {etcd_deployment(e)}: {_plural(e['ranges'], 'range')}{use}")
+    if e["bottleneck"]:
+        add(f"              etcd busy {100 * busy:.0f} % of the time while the apiserver used "
+            f"{100 * e['apiserver_cores_fraction_steady']:.0f} % of its cores: LISTs from etcd are waiting on etcd "
+            "(etcd.cores gives it more)")  # fmt: skip
 
 
 # How each kind of figure reads: a number's text, and the unit the interval's bounds carry.

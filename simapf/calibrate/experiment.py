@@ -52,7 +52,7 @@ class ExperimentSetup(_Params):
         ),
     )
     ramp_s: float = Field(
-        11.987313053977289, ge=0, description="The load rises linearly to its QPS over this time at the start of the warm-up (a load generator's ramp)."
+        12.161232147484709, ge=0, description="The load rises linearly to its QPS over this time at the start of the warm-up (a load generator's ramp)."
     )
     arrivals: Literal["poisson", "paced"] = Field(
         "paced",
@@ -106,7 +106,7 @@ class ExperimentSetup(_Params):
         ),
     )
     client: ClientParams = Field(
-        ClientParams(colocated_core_s_per_byte=3.5932804393007418e-09, colocated_gzip_core_s_per_byte=4.103610414883093e-09, accept_gzip=True, response_latency_s=0.013018327267955739), description="The load generator on the same node: CPU it spends reading each response."
+        ClientParams(colocated_core_s_per_byte=3.249767296096585e-09, colocated_gzip_core_s_per_byte=3.999311682081034e-09, accept_gzip=True, response_latency_s=0.013692310771942365), description="The load generator on the same node: CPU it spends reading each response."
     )
     seed: int = Field(20250624, description="Base of every cell's random seed (arrivals).")
 

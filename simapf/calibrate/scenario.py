@@ -58,6 +58,9 @@ def scenario_for(cell: Cell, params: ServerParams | None = None, setup: Experime
             "memory_limit_bytes": None,
             "params": server,
         },
+        # The experiment's etcd: one member on the same Kind node, serving ranges as the fitted
+        # number of cores does (the parameters' own, said where a reader looks for it).
+        "etcd": {"cores": params.etcd.concurrency, "members": params.etcd.members, "embedded": params.etcd.embedded},
         "apf": {"config": "bootstrap", "estimator": {"list_policy": "constant", "list_params": {"seats": cell.seats}}},
         "resources": [
             {

@@ -38,6 +38,8 @@ DEFAULT_OUT = REPO_ROOT / "docs" / "scenario-reference.md"
 # generator fail, so a new field cannot reach the reference without its unit.
 UNITS: dict[str, str] = {
     "Apiserver.cores": "cores",
+    "Etcd.cores": "cores per member",
+    "Etcd.members": "members",
     "Apiserver.max_requests_inflight": "requests",
     "Apiserver.max_mutating_requests_inflight": "requests",
     "Apiserver.gogc": "%",
@@ -363,6 +365,7 @@ SECTIONS = (
     ("run", "How long the run lasts, its seed and the step of its series."),
     ("kubernetes", "Which Kubernetes behaviour to assume."),
     ("apiserver", ""),
+    ("etcd", ""),
     ("apf", "How API Priority and Fairness is configured."),
 )
 

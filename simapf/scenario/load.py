@@ -366,7 +366,7 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
     data = _merge(data, api.params)
     gates = sc.kubernetes.feature_gates
     explicit: dict[str, dict[str, Any]] = {
-        "cpu": {}, "process": {}, "gc": {},
+        "cpu": {}, "process": {}, "gc": {}, "etcd": {},
         "features": {
             "consistent_list_from_cache": gates.ConsistentListFromCache,
             "list_from_cache_snapshot": gates.ListFromCacheSnapshot,
@@ -376,27 +376,32 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
                                   else not sc.version_before(*RANGE_STREAM_RELEASE)),
         },
     }  # fmt: skip
-    for field, section, key, value in (
-        ("cores", "cpu", "cores", api.cores),
-        ("gomaxprocs", "cpu", "gomaxprocs", api.gomaxprocs),
-        ("memory_limit_bytes", "process", "memory_limit_bytes", api.memory_limit_bytes),
-        ("gogc", "gc", "gogc", None if api.gogc == "off" else api.gogc),
-        ("gomemlimit_bytes", "gc", "gomemlimit_bytes", api.gomemlimit_bytes),
-        ("restart_s", "process", "restart_s", api.restart_s),
-    ):
+    etcd = sc.etcd
+    for owner, where, field, section, key, value in (
+        (api, "apiserver", "cores", "cpu", "cores", api.cores),
+        (api, "apiserver", "gomaxprocs", "cpu", "gomaxprocs", api.gomaxprocs),
+        (api, "apiserver", "memory_limit_bytes", "process", "memory_limit_bytes", api.memory_limit_bytes),
+        (api, "apiserver", "gogc", "gc", "gogc", None if api.gogc == "off" else api.gogc),
+        (api, "apiserver", "gomemlimit_bytes", "gc", "gomemlimit_bytes", api.gomemlimit_bytes),
+        (api, "apiserver", "restart_s", "process", "restart_s", api.restart_s),
+        (etcd, "etcd", "cores", "etcd", "concurrency", etcd.cores),
+        (etcd, "etcd", "members", "etcd", "members", etcd.members),
+        (etcd, "etcd", "member_round_trip_s", "etcd", "member_round_trip_s", etcd.member_round_trip_s),
+        (etcd, "etcd", "embedded", "etcd", "embedded", etcd.embedded),
+    ):  # fmt: skip
         in_params = isinstance(api.params.get(section), dict) and key in api.params[section]
         if field == "restart_s" and value is None:
             continue  # null: the resource model's (or the parameter file's) restart time
-        if field in api.model_fields_set:
+        if field in owner.model_fields_set:
             # Two values for one thing in one scenario: say so rather than pick one silently.
             if in_params and not _same_value(key, api.params[section][key], value):
                 raise ConfigError(
                     f"apiserver.params.{section}.{key}: {api.params[section][key]!r} contradicts "
-                    f"apiserver.{field}: {getattr(api, field)!r}; set it in one place"
+                    f"{where}.{field}: {getattr(owner, field)!r}; set it in one place"
                 )
             explicit[section][key] = value
         elif not _has_path(data, [section, key]):
-            # The apiserver's defaults stand in for what no parameter set says.
+            # The scenario's defaults stand in for what no parameter set says.
             explicit[section][key] = value
     # A section that is not a mapping stays as written, so validation reports it.
     data = _merge(data, {k: v for k, v in explicit.items() if isinstance(data.get(k, {}), dict)})
@@ -453,11 +458,21 @@ def _server_params(sc: Scenario, base_dir: Path) -> ServerParams:
         raise ConfigError(text) from None
     if params.etcd.embedded and api.replicas > 1:
         raise ConfigError(
-            "apiserver.params.etcd.embedded: an embedded etcd lives in one apiserver's process; "
+            f"{_etcd_field(sc, 'embedded', 'embedded')}: an embedded etcd lives in one apiserver's process; "
             f"apiserver.replicas is {api.replicas}, not 1"
+        )
+    if params.etcd.embedded and params.etcd.members > 1:
+        raise ConfigError(
+            f"{_etcd_field(sc, 'members', 'members')}: an embedded etcd is one member in the apiserver's process; "
+            f"members is {params.etcd.members}, not 1"
         )
     _check_room_to_start(params, sc)
     return params
+
+
+def _etcd_field(sc: Scenario, field: str, key: str) -> str:
+    """Where the scenario says an etcd parameter: its `etcd` section, or apiserver.params."""
+    return f"etcd.{field}" if field in sc.etcd.model_fields_set else f"apiserver.params.etcd.{key}"
 
 
 def _check_room_to_start(params: ServerParams, sc: Scenario) -> None:

@@ -13,6 +13,12 @@ One alarm (simapf.environment.Clock) is pending at a time, for the earliest comp
 later-than-needed one is just a wake-up that reschedules (generation counter), so arrivals that
 slow everyone down create no event.
 
+Beside core-seconds, the Go runtime's own accounting is kept: P-seconds (a P held for a second,
+whether or not the OS runs its thread then), as runtime/metrics' /cpu/classes and the GC CPU
+limiter count them (mgclimit.go, mstats.go `cpuStats.accumulate`): the Ps the dedicated (and
+fractional) mark workers hold while a mark phase runs, the Ps that run idle-priority mark workers,
+and the Ps with nothing to run. Everything else is the process's goroutines (requests).
+
 Foreign jobs are threads of another process on the same cores (a co-located client reading
 responses, as in the calibration experiment's single-node cluster): they take their turn like
 requests (same rate r, and, as a simplification, the same GOMAXPROCS bound) but their CPU is
@@ -48,7 +54,8 @@ class ProcessorSharing:
         "env", "clock", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
         "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
-        "_req_core_s", "_gc_core_s",
+        "_req_core_s", "_gc_core_s", "_dedicated_ps", "_idle_mark_ps", "_idle_ps",
+        "_dedicated_p_s", "_idle_mark_p_s", "_idle_p_s",
         "_gen", "_pending_at", "_dispatching", "_timer_cb", "_epoch", "_push", "_pop", "_r_by_k",
     )
 
@@ -88,6 +95,13 @@ class ProcessorSharing:
         self._gc_arg: Any = None
         self._req_core_s = 0.0
         self._gc_core_s = 0.0
+        # Ps held now (set while a mark phase runs) and P-seconds since the start, by use.
+        self._dedicated_ps = 0.0
+        self._idle_mark_ps = 0.0
+        self._idle_ps = 0.0
+        self._dedicated_p_s = 0.0
+        self._idle_mark_p_s = 0.0
+        self._idle_p_s = 0.0
         self._gen = 0
         self._pending_at: int | None = None
         self._dispatching = False
@@ -113,6 +127,12 @@ class ProcessorSharing:
         s = N / m if m > N else 1.0
         return m * s / k
 
+    def _idle_ps_without_gc(self) -> float:
+        """Ps with nothing of the process's to run while no mark phase runs."""
+        own = self._k - self._kf
+        P = self.procs
+        return P - own if own < P else 0.0
+
     def _rates(self) -> None:
         """Set r (per request) and g (GC) from k and the GC state."""
         k = self._k
@@ -126,9 +146,9 @@ class ProcessorSharing:
         P = self.procs
         N = self.cores
         w = self.gc_threads
+        pw = P - w if P > w else 0.0
         if self.gc_sharing == "reserved":
             # Dedicated workers own w Ps; requests run on the other P - w; idle Ps mark too.
-            pw = P - w if P > w else 0.0
             m = k if k < pw else pw
             gt = w + (pw - m if self.gc_idle_workers else 0.0)
             T = m + gt
@@ -144,6 +164,15 @@ class ProcessorSharing:
             s = (N / run if run > N else 1.0) * run / T
             self._r = s
             self._g = gt * s
+        # The runtime's view, in Ps: the dedicated workers hold w; the process's own goroutines
+        # hold at most the other P - w (a foreign job is another process's thread: its P is
+        # idle for this one); the rest run idle mark workers, or nothing.
+        own = k - self._kf
+        busy = own if own < pw else pw
+        self._dedicated_ps = w if w < P else P
+        free = pw - busy
+        self._idle_mark_ps = free if self.gc_idle_workers else 0.0
+        self._idle_ps = 0.0 if self.gc_idle_workers else free
 
     def _advance(self, now: int) -> None:
         dt = now - self._t
@@ -164,6 +193,12 @@ class ProcessorSharing:
                 self._gc_rem -= done
                 if self._gc_rem < 0.0:
                     self._gc_rem = 0.0
+            if self._gc_on:
+                self._dedicated_p_s += self._dedicated_ps * dts
+                self._idle_mark_p_s += self._idle_mark_ps * dts
+                self._idle_p_s += self._idle_ps * dts
+            else:
+                self._idle_p_s += self._idle_ps_without_gc() * dts
             self._t = now
 
     # ---------------------------------------------------------------- jobs
@@ -287,6 +322,26 @@ class ProcessorSharing:
                 done = g * dts
                 gc += done if done < self._gc_rem else self._gc_rem
         return req, gc, foreign
+
+    def p_seconds(self) -> tuple[float, float, float]:
+        """P-seconds since the start held by dedicated mark workers, by idle mark workers, and
+        idle (nothing of the process's to run), brought up to now."""
+        self._advance(self.clock.now)
+        return self._dedicated_p_s, self._idle_mark_p_s, self._idle_p_s
+
+    def p_seconds_now(self) -> tuple[float, float, float]:
+        """`p_seconds` without bringing the integration up to now (a reading changes nothing)."""
+        dedicated, idle_mark, idle = self._dedicated_p_s, self._idle_mark_p_s, self._idle_p_s
+        dt = self.clock.now - self._t
+        if dt:
+            dts = dt * _INV_NS
+            if self._gc_on:
+                dedicated += self._dedicated_ps * dts
+                idle_mark += self._idle_mark_ps * dts
+                idle += self._idle_ps * dts
+            else:
+                idle += self._idle_ps_without_gc() * dts
+        return dedicated, idle_mark, idle
 
     def clear(self) -> None:
         """Drop every job and the mark phase without calling back (the process died)."""

@@ -17,9 +17,17 @@ list-memory.md §4, reduced to what moves heap size and CPU:
   the pace "scan done in proportion to heap growth from trigger to goal" (Go's assist ratio
   net of background credit). Past the goal the assist goal is goal·1.1 (extrapolated up to
   (1+GOGC/100)·goal when the scan work grew); past that, the allocation finishes the cycle.
-- GC CPU limiter (mgclimit.go, always on as in Go): a bucket of P·1 s filled by GC CPU and
-  drained by mutator CPU; when full, no assists (and none that would overfill it), so GC stays
-  near 50 % of the CPU and the heap may run past its goal.
+- GC CPU limiter (mgclimit.go `updateLocked`, `accumulate`; always on as in Go): a bucket of
+  P·1 s, in P-seconds. While a mark phase runs it fills with GC time, counted as Go counts it:
+  25 % of P (gcBackgroundUtilization: the dedicated and fractional workers) plus assist time. It
+  drains with mutator time: P-time less GC time less idle time, where idle time is the Ps with
+  nothing to run *and the Ps running idle mark workers* (they only take CPU nobody wanted). When
+  full, no assists (and none that would overfill it), so the GC's compulsory share stays near
+  50 % of the non-idle P-time and the heap may run past its goal; what the workers alone put
+  over the capacity is overflow, dropped (`limiter_overflow_s`).
+- CPU classes, as runtime/metrics reports them (P-seconds, mstats.go `cpuStats.accumulate`):
+  /cpu/classes/gc/mark/dedicated (dedicated and fractional workers), .../assist, .../idle. Their
+  sum is /cpu/classes/gc/total; the limiter and GODEBUG=gctrace=1's percentage leave idle out.
 - Scavenger: after each cycle the retained heap goal is 1.1·(goal/last goal)·(heap in use at
   mark termination), or 0.95·GOMEMLIMIT less non-heap memory; see `MemoryModel.scavenge`.
 - A cycle is forced after 2 minutes without one (forcegcperiod), unless GOGC is off.
@@ -45,9 +53,11 @@ class GoGC:
         "heap_min", "procs", "u_goal",
         "marking", "enabled", "goal", "trigger", "heap_marked", "cycles", "forced_cycles",
         "alloc_during_mark", "assist_core_s_total", "last_mark_ns", "max_mark_ns",
-        "_cons_hist", "_cons_mark", "_last_scan", "_last_goal", "_last_end_ns",
-        "_t_start", "_triggered", "_scan", "_work", "_gc_cpu0", "_assist_cycle",
-        "_bucket", "_bucket_cap", "_lim_gc", "_lim_mut", "limiter_events",
+        "last_goal", "last_heap_inuse",
+        "_cons_hist", "_cons_mark", "_last_scan", "_last_end_ns",
+        "_t_start", "_triggered", "_scan", "_work", "_idle_mark0", "_assist_cycle",
+        "_bucket", "_bucket_cap", "_lim_t", "_lim_assist", "_lim_dedicated", "_lim_idle", "baseline_cores",
+        "limiter_events", "limiter_gc_s", "limiter_mutator_s", "limiter_overflow_s",
     )
 
     def __init__(
@@ -68,13 +78,17 @@ class GoGC:
         self.procs = params.cpu.procs
         self.u_goal = gp.dedicated_fraction
         self._bucket_cap = self.procs * gp.limiter_bucket_s_per_proc
+        # The idle process's own work keeps that much of a P busy: not idle time to the limiter.
+        self.baseline_cores = params.process.baseline_cores
         self.cycles = 0
         self.forced_cycles = 0
         self.assist_core_s_total = 0.0
-        self.limiter_events = 0
         self.max_mark_ns = 0
-        self._lim_gc = 0.0
-        self._lim_mut = 0.0
+        # What the limiter has counted since the start (P-seconds), and how often it turned on.
+        self.limiter_events = 0
+        self.limiter_gc_s = 0.0
+        self.limiter_mutator_s = 0.0
+        self.limiter_overflow_s = 0.0
         self.reset()
         if gp.force_period_s is not None and self.G is not None:
             env.process(self._force_loop(int(gp.force_period_s * NS)))
@@ -90,7 +104,8 @@ class GoGC:
         self._last_scan = self.heap_marked + self.roots
         self._cons_hist = [0.0, 0.0, 0.0, 0.0]
         self._cons_mark = 0.0
-        self._last_goal = 0.0
+        self.last_goal = 0.0  # the goal of the last cycle (0: none yet), as mgcpacer's lastHeapGoal
+        self.last_heap_inuse = 0.0  # heap in use at the last mark termination (memstats.lastHeapInUse)
         self._last_end_ns = self.clock.now
         self.last_mark_ns = 0
         self._bucket = 0.0
@@ -188,9 +203,9 @@ class GoGC:
             pool.cleanup()
         self._scan = mem.base_live + mem.inflight_live + mem.pooled + self.roots
         self._work = self.fixed + self._scan / self.mark_rate
-        self._gc_cpu0 = self.cpu.gc_core_seconds()
         self._assist_cycle = 0.0
-        self._limiter_update()
+        self._limiter_update()  # the time before the mark phase, without GC (startGCTransition)
+        self._idle_mark0 = self.cpu.p_seconds()[1]
         self.cpu.start_gc(self._work, self._mark_done)
 
     def assist(self, nbytes: float) -> float:
@@ -223,9 +238,10 @@ class GoGC:
                 debt = rem
         if debt <= 0.0:
             return 0.0
-        # Assist time fills the limiter's bucket; allow no more than would fill it, as Go's
-        # per-allocation checks would stop assisting once it is full.
-        room = (self._bucket_cap - self._bucket) / (2.0 * (1.0 - self.params.gc.limiter_cap_fraction))
+        # Assist time fills the limiter's bucket twice over: GC time, and P-time the mutator did
+        # not have. Allow no more than would fill it, as Go's assist stops once it is full
+        # (gcDrainN checks the limiter as it works).
+        room = 0.5 * (self._bucket_cap - self._bucket)
         if room <= 0.0:
             return 0.0
         if debt > room:
@@ -233,6 +249,7 @@ class GoGC:
         self.cpu.gc_done_elsewhere(debt)
         self._assist_cycle += debt
         self.assist_core_s_total += debt
+        self._limiter_update()  # counted at once, as Go counts an assist when it ends
         return debt
 
     def _mark_done(self, _arg: object = None) -> None:
@@ -250,13 +267,14 @@ class GoGC:
         if dur > self.max_mark_ns:
             self.max_mark_ns = dur
         if dur > 0:
-            gc_cpu = self.cpu.gc_core_seconds() - self._gc_cpu0 + self._assist_cycle
-            u = gc_cpu / (self.procs * dur / NS)
+            # mgcpacer.go endCycle: the background workers are taken at their goal (25 %), plus
+            # the assists; idle mark time adds to the GC's CPU but not to what the mutator lost.
+            p_dur = self.procs * dur / NS
+            u = self.u_goal + self._assist_cycle / p_dur
             if u > 0.99:
                 u = 0.99
-            elif u < 0.01:
-                u = 0.01
-            current = self.alloc_during_mark * u / (self._scan * (1.0 - u))
+            u_idle = (self.cpu.p_seconds()[1] - self._idle_mark0) / p_dur
+            current = self.alloc_during_mark * (u + u_idle) / (self._scan * (1.0 - u))
             hist = self._cons_hist
             cons = current
             for c in hist:
@@ -269,40 +287,64 @@ class GoGC:
         self._last_scan = self._scan
         self.cycles += 1
         self._last_end_ns = now
+        self._limiter_update()  # the mark phase's time, with GC (finishGCTransition)
         self.marking = False
         self.alloc_during_mark = 0.0
-        self._last_goal = self.goal
+        self.last_goal = self.goal
+        self.last_heap_inuse = peak_in_use
         self._commit()
-        self._limiter_update()
-        if self.G is not None and self._last_goal > 0.0 and self._last_goal != INF:
-            retained = self.params.gc.scavenge_retain_factor * (self.goal / self._last_goal) * peak_in_use
-        else:
-            retained = INF
-        mem.set_retained_goal(retained)
+        mem.set_retained_goal(self.scavenge_goal())
+
+    def scavenge_goal(self) -> float:
+        """The background scavenger's gcPercent goal for the heap retained (in use + free), as
+        mgcscavenge.go `gcPaceScavenger` sets it at mark termination: retainExtraPercent (10 %)
+        over the heap in use then, scaled by how the goal moved; none before a cycle has ended
+        or with GOGC off. (The GOMEMLIMIT goal is the memory model's: `set_retained_goal`.)"""
+        if self.G is None or self.last_goal <= 0.0 or self.last_goal == INF:
+            return INF
+        return self.params.gc.scavenge_retain_factor * (self.goal / self.last_goal) * self.last_heap_inuse
 
     # ------------------------------------------------------------------ CPU limiter
 
     def _limiter_sync(self) -> None:
-        self._lim_gc = self.cpu.gc_core_seconds() + self.assist_core_s_total
-        self._lim_mut = self.cpu.request_core_seconds() - self.assist_core_s_total
+        """Start counting from now (a fresh process, an empty bucket)."""
+        self._lim_t = self.clock.now
+        self._lim_assist = self.assist_core_s_total
+        dedicated, idle_mark, idle = self.cpu.p_seconds()
+        self._lim_dedicated = dedicated
+        self._lim_idle = idle_mark + idle
 
     def _limiter_update(self) -> bool:
-        """Bring the bucket up to now; True while the limiter is on (bucket full)."""
-        gc_total = self.cpu.gc_core_seconds() + self.assist_core_s_total
-        mut = self.cpu.request_core_seconds() - self.assist_core_s_total
+        """Bring the bucket up to now (mgclimit.go `updateLocked`); True while the limiter is on
+        (the bucket full)."""
+        now = self.clock.now
+        dedicated, idle_mark, idle_ps = self.cpu.p_seconds()
+        assist = self.assist_core_s_total
+        dt = (now - self._lim_t) / NS
+        total = self.procs * dt
+        # GC time: the background workers' share of the window while marking (their Ps) and
+        # the assists; idle time: Ps with nothing to run and Ps running idle mark workers, less
+        # what the process's own background work keeps busy.
+        gc_time = (dedicated - self._lim_dedicated) + (assist - self._lim_assist)
+        idle = idle_mark + idle_ps - self._lim_idle - self.baseline_cores * dt
+        if idle < 0.0:
+            idle = 0.0
+        mutator = total - idle - gc_time
+        self._lim_t = now
+        self._lim_assist = assist
+        self._lim_dedicated = dedicated
+        self._lim_idle = idle_mark + idle_ps
+        self.limiter_gc_s += gc_time
+        self.limiter_mutator_s += mutator
         c = self.params.gc.limiter_cap_fraction
-        # With c = 0.5 this is mgclimit.go's fill += gcTime - mutatorTime.
-        b = self._bucket + 2.0 * ((1.0 - c) * (gc_total - self._lim_gc) - c * (mut - self._lim_mut))
-        self._lim_gc = gc_total
-        self._lim_mut = mut
+        # With c = 0.5 this is accumulate's fill += gcTime - mutatorTime.
+        b = self._bucket + 2.0 * ((1.0 - c) * gc_time - c * mutator)
         cap = self._bucket_cap
         if b < 0.0:
             b = 0.0
-        elif b > 2.0 * cap:
-            # Go discards overflow above the capacity. Here an assist counts as GC time when
-            # charged but its CPU runs later inside the request, briefly looking like mutator
-            # time; a second capacity of headroom keeps that skew from leaking GC time.
-            b = 2.0 * cap
+        elif b > cap:
+            self.limiter_overflow_s += b - cap
+            b = cap
         full = b >= cap
         if full and self._bucket < cap:
             self.limiter_events += 1

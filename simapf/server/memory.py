@@ -181,12 +181,14 @@ class MemoryModel:
     def allocate(self, nbytes: float) -> float:
         """Allocate `nbytes`; returns the assist CPU (core-s) the allocator owes the GC, or -1.0
         if the allocation pushed RSS over the container limit and the process was killed."""
-        heap = self.heap_live = self.heap_live + nbytes
-        self.alloc_total += nbytes
         free = self.heap_free
-        if free > 0.0 and heap + free > self.retained_goal:
+        if free > 0.0 and self.heap_live + free > self.retained_goal:
+            # What the background scavenger released until now, before this allocation takes
+            # any of the free pages.
             self.scavenge()
             free = self.heap_free
+        heap = self.heap_live = self.heap_live + nbytes
+        self.alloc_total += nbytes
         if free >= nbytes:
             self.heap_free = free - nbytes
             # RSS stays (but for the rounding of moving bytes from free to in use, far below a

@@ -23,11 +23,12 @@ import simpy
 from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
-from simapf.server.etcd import EmbeddedEtcd, EtcdModel, etcd_for
+from simapf.server.etcd import EmbeddedEtcd, EtcdMember, EtcdModel, etcd_for
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
 from simapf.server.network import Link
 from simapf.server.openapi import OpenAPIv2Rebuilds
+from simapf.server.own_alloc import OwnAllocation
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost
 from simapf.server.pool import GET, PUT
@@ -91,8 +92,14 @@ class ServerSnapshot(NamedTuple):
     """Gauges and counters at one instant; a list of these is a pandas DataFrame.
 
     Counters (`*_total`, `gc_cycles`, `oom_kills`) run across restarts. `cpu_seconds_total` is
-    process_cpu_seconds_total (requests + GC); `gc_cpu_seconds_total` is the GC's part (mark
-    workers + assists). Byte figures are 0 while the process is down.
+    process_cpu_seconds_total (requests + GC + the idle process's own work), in core-seconds.
+    The GC's CPU is given as the Go runtime's metrics give it (runtime/metrics /cpu/classes/gc):
+    P-seconds (a P held for a second, whether or not the OS ran its thread then), by class:
+    `gc_mark_dedicated_seconds_total` (dedicated and fractional mark workers),
+    `gc_mark_assist_seconds_total` (assists), `gc_mark_idle_seconds_total` (idle mark workers, on
+    Ps with nothing else to run); `gc_cpu_seconds_total` is their sum, /cpu/classes/gc/total. The
+    GC CPU limiter and gctrace's percentage leave the idle class out. Byte figures are 0 while
+    the process is down.
     """
 
     t_ns: int
@@ -118,6 +125,10 @@ class ServerSnapshot(NamedTuple):
     alloc_bytes_total: float  # go_memstats_alloc_bytes_total
     responses_writing: int = 0  # handlers waiting for a co-located client to read their response
     client_cpu_seconds_total: float = 0.0  # CPU of co-located clients (not the process's)
+    gc_mark_dedicated_seconds_total: float = 0.0
+    gc_mark_assist_seconds_total: float = 0.0
+    gc_mark_idle_seconds_total: float = 0.0
+    gc_limiter_fill: float = 0.0  # the GC CPU limiter's bucket, as a fraction of its capacity (1: on)
 
 
 class ResourceModel:
@@ -170,6 +181,9 @@ class ResourceModel:
         self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
         self.openapi = OpenAPIv2Rebuilds(params, self.cpu, self.memory)
         self._up_s_before = 0.0
+        self.own_alloc = OwnAllocation(self.clock, self.gc, self.memory, self.process,
+                                       params.process.own_alloc_bytes_per_s, self.allocate_own)  # fmt: skip
+        self.own_alloc.start()
 
     # ------------------------------------------------------------------ per request
 
@@ -208,6 +222,17 @@ class ResourceModel:
         """What `hold(nbytes)` held is freed (not called for a process that died since)."""
         if self.up:
             self.memory.inflight_live -= nbytes
+
+    def allocate_own(self, nbytes: float) -> bool:
+        """The process allocates `nbytes` of garbage on its own (simapf.server.own_alloc); the
+        assist it owes runs on the cores as a job nobody waits for. Returns False if the
+        allocation killed the process."""
+        assist = self.memory.allocate(nbytes)
+        if assist < 0.0:
+            return False
+        if assist > 0.0:
+            self.cpu.add(assist, _nothing)
+        return True
 
     def start(self, cost: RequestCost, on_done: DoneCallback, key: int | None = None,
               link: Link | None = None) -> bool:  # fmt: skip
@@ -249,11 +274,29 @@ class ResourceModel:
     def _read_range(self, etcd_work: float, decode_core_s: float, then: Callable[[Any], None],
                     job: Running | _Refill) -> None:  # fmt: skip
         """etcd serves a range; a streamed one (`decode_core_s` > 0) is decoded on our cores as
-        etcd sends it. `then(job)` is called when each ends: `job.pending` counts them."""
+        etcd sends it. `then(job)` is called when each ends: `job.pending` counts them. The range
+        goes to the next etcd member, and with several members it is linearizable: it starts
+        once that member's ReadIndex round has returned (simapf.server.etcd.ReadIndexLoop)."""
+        member = self.etcd.pick()
+        read_index = member.read_index
+        if read_index is not None:
+            read_index.wait(self._range_confirmed, (member, etcd_work, decode_core_s, then, job))
+            return
+        self._start_range(member, etcd_work, decode_core_s, then, job)
+
+    def _range_confirmed(self, args: tuple[EtcdMember | EmbeddedEtcd, float, float, Callable[[Any], None],
+                                           Running | _Refill]) -> None:  # fmt: skip
+        member, etcd_work, decode_core_s, then, job = args
+        if job.epoch != self.process.epoch:
+            return  # the process died while its read waited
+        self._start_range(member, etcd_work, decode_core_s, then, job)
+
+    def _start_range(self, member: EtcdMember | EmbeddedEtcd, etcd_work: float, decode_core_s: float,
+                     then: Callable[[Any], None], job: Running | _Refill) -> None:  # fmt: skip
         if decode_core_s:
             job.pending = 2
             self.cpu.add(decode_core_s, then, job)
-        self.etcd.read(etcd_work, then, job)
+        member.read(etcd_work, then, job)
 
     def _after_etcd(self, req: Running) -> None:
         if req.epoch != self.process.epoch:
@@ -539,6 +582,7 @@ class ResourceModel:
             self._oom()
             return
         self.memory.note_peaks()
+        self.own_alloc.start()
         if not refill:
             self.process.became_ready(now)
             return
@@ -593,7 +637,8 @@ class ResourceModel:
         # Read without stepping the scavenger or the CPU integrals: what is read, and how often,
         # must not change the model (their floats, and so every later event).
         req_cpu, mark_cpu, foreign_cpu = cpu.usage_now()
-        gc_cpu = mark_cpu + gc.assist_core_s_total
+        dedicated, idle_mark, _idle = cpu.p_seconds_now()
+        assist = gc.assist_core_s_total
         up_s = self._up_s_before + ((now - self._up_since_ns) / NS if self.up else 0.0)
         return ServerSnapshot(
             t_ns=now,
@@ -610,8 +655,8 @@ class ResourceModel:
             gc_cycles=gc.cycles,
             gc_marking=gc.marking,
             cpu_seconds_total=req_cpu + mark_cpu + self.baseline_cores * up_s,
-            request_cpu_seconds_total=req_cpu - gc.assist_core_s_total,
-            gc_cpu_seconds_total=gc_cpu,
+            request_cpu_seconds_total=req_cpu - assist,
+            gc_cpu_seconds_total=dedicated + assist + idle_mark,
             requests_executing=cpu.jobs,
             etcd_reads_in_flight=self.etcd.in_flight,
             requests_completed_total=self.completed,
@@ -619,6 +664,10 @@ class ResourceModel:
             alloc_bytes_total=mem.alloc_total,
             responses_writing=self.writing,
             client_cpu_seconds_total=foreign_cpu,
+            gc_mark_dedicated_seconds_total=dedicated,
+            gc_mark_assist_seconds_total=assist,
+            gc_mark_idle_seconds_total=idle_mark,
+            gc_limiter_fill=gc.limiter_fill,
         )
 
 

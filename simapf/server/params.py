@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from simapf.errors import ConfigError
 from simapf.files import read_yaml
 from simapf.messages import describe
-from simapf.quantities import MAX_CORES, AtLeast, Cores, Integer, Number, Rate, Seconds
+from simapf.quantities import MAX_CORES, AtLeast, AtMost, Cores, Integer, Number, Rate, Seconds
 
 MiB = 1 << 20
 
@@ -107,7 +107,7 @@ class CpuParams(_Params):
         ),
     )
     usable_fraction: Number = Field(
-        0.7860213503850174,
+        0.8183804971304038,
         gt=0,
         le=1,
         description=(
@@ -153,7 +153,7 @@ class ProcessParams(_Params):
         ),
     )
     live_heap_bytes: Bytes = Field(
-        141674661.65323594,
+        132384724.53965046,
         description=(
             "Live Go heap of an idle apiserver other than the watch caches registered with the model "
             "(informers, OpenAPI, schemas, a small cluster's caches). With `nonheap_bytes` it makes a "
@@ -177,6 +177,18 @@ class ProcessParams(_Params):
             "health checks, its own controllers), in cores. Counted in process CPU and taken from the cores "
             "requests share. A small idle kubeadm apiserver (1.32): 7-9 % of a core (kubernetes#75565, 2025); "
             "production clusters: about 0.3 cores (openshift/cluster-kube-apiserver-operator#1032)."
+        ),
+    )
+    own_alloc_bytes_per_s: Rate = Field(
+        4e6,
+        ge=0,
+        description=(
+            "Bytes the process allocates on its own, requests or not (watch-cache dispatch and bookmarks, its "
+            "own controllers' informers, timers, compaction, metrics), all of it short-lived: it keeps the heap "
+            "cycling up to the GC's trigger with no request at all. Hypothesis, 1-10 MB/s: an idle k3s "
+            "(apiserver, controllers, kine and kubelet in one process) ran 0.18 GC cycles a second at 0.12 cores "
+            "with 161 MiB of live objects under GOMEMLIMIT=320MiB (orbstack/orbstack#2633), at most ~12 MiB/s; "
+            "the apiserver alone, at its idle CPU (`baseline_cores`), at most ~8 MiB/s at that rate per core. 0: none."
         ),
     )
 
@@ -213,13 +225,27 @@ class WatchCacheParams(_Params):
     )
 
 
+# The most etcd members a scenario may have (simapf's bound, as for apiserver.replicas; etcd's FAQ
+# recommends at most seven), and the longest round trip between two of them: etcd's longest
+# election timeout (50 s, `--election-timeout` at most 50000 ms) must be ten times the round trip.
+MAX_ETCD_MEMBERS = 16
+MAX_MEMBER_ROUND_TRIP_S = 5.0
+EtcdCores = Annotated[Integer, AtMost(MAX_CORES, "the most cores simapf models (it keeps state for each)")]
+EtcdMembers = Annotated[Integer, AtMost(MAX_ETCD_MEMBERS, "the most members simapf models (etcd recommends at most 7)")]
+MemberRoundTrip = Annotated[
+    Number, AtMost(MAX_MEMBER_ROUND_TRIP_S, "as etcd's longest election timeout (50 s) must be ten round trips")
+]
+
+
 class EtcdParams(_Params):
-    """etcd as its own resource: `concurrency` servers (etcd's cores serving ranges), shared fairly.
+    """etcd as its own resource: `members`, each with `concurrency` servers (its cores serving
+    ranges), shared fairly.
 
     One range costs `1/requests_per_s + bytes/bytes_per_s + keys/objects_per_s` seconds of one
-    server, linear in each; aggregate capacity is `concurrency` times one server's. The
-    calibration's single Kind node gave etcd the equivalent of one server; a scenario whose etcd
-    has cores of its own says so with `concurrency`.
+    server, linear in each; aggregate capacity is `members` x `concurrency` times one server's. The
+    calibration's single Kind node gave etcd the equivalent of one server; a scenario says which
+    etcd it runs against in its `etcd` section (cores, members), which sets `concurrency`,
+    `members`, `member_round_trip_s` and `embedded` here.
     """
 
     @model_validator(mode="before")
@@ -235,7 +261,7 @@ class EtcdParams(_Params):
         return data
 
     bytes_per_s: Rate = Field(
-        260851497.49033523,
+        256962578.9914259,
         gt=0,
         description=(
             "Range-read throughput of one etcd server in stored bytes per second: a range's byte cost is "
@@ -243,16 +269,30 @@ class EtcdParams(_Params):
         ),
     )
     requests_per_s: Rate = Field(
-        36014.26959273722,
+        36600.49613208796,
         gt=0,
         description="Empty range reads per second of one etcd server (the per-range cost). Fitted.",
     )
     objects_per_s: Rate | None = Field(
-        631043.603260053, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
+        583409.7029074669, gt=0, description="Keys per second one etcd server walks and marshals in a range (per-object cost); null = none. Fitted."
     )
-    concurrency: Integer = Field(1, ge=1, le=MAX_CORES, description=(
-        "Range reads etcd serves side by side (its servers: the cores it gives ranges; at most 4096); one range runs on one. "
-        "The calibration's shared Kind node: 1, with `ps`."
+    concurrency: EtcdCores = Field(1, ge=1, description=(
+        "Range reads each etcd member serves side by side (its servers: the cores it gives ranges; at most 4096); one "
+        "range runs on one. The calibration's shared Kind node: 1, with `ps`. A scenario's `etcd.cores` sets it."
+    ))
+    members: EtcdMembers = Field(1, ge=1, description=(
+        "Voting members of the etcd cluster (at most 16). The apiserver's etcd client sends each call to the next "
+        "member in turn, and that member serves the range with its own `concurrency` cores. With more than one, every "
+        "range first waits for a ReadIndex round (the apiserver never asks for serializable reads): the member confirms "
+        "with a quorum that the leader is still the leader, one `member_round_trip_s` on the leader and two on a "
+        "follower, which asks the leader; reads that arrive during a round wait for the next one. The calibration's "
+        "Kind node: 1. A scenario's `etcd.members` sets it."
+    ))
+    member_round_trip_s: MemberRoundTrip = Field(0.0005, ge=0, description=(
+        "Network round trip between two etcd members, in seconds: a ReadIndex round's heartbeat and its acks "
+        "(used only with `members` above 1). Default: etcd's performance guide, \"the RTT within a datacenter may be "
+        "as long as several hundred microseconds\"; members in several zones are further apart. At most 5 s. A "
+        "scenario's `etcd.member_round_trip_s` sets it."
     ))
     embedded: bool = Field(
         False,
@@ -260,7 +300,8 @@ class EtcdParams(_Params):
             "etcd runs inside the apiserver's process, as in upstream's storage tests and benchmarks "
             "(k8s.io/apiserver storage/etcd3/testserver starts it with embed.StartEtcd): each range is a job "
             "of one core on the process's own cores, its CPU is the process's, and concurrency and "
-            "discipline do not apply. Its heap is not modelled. Only with one apiserver replica."
+            "discipline do not apply. Its heap is not modelled. Only with one apiserver replica. A scenario's "
+            "`etcd.embedded` sets it."
         ),
     )
     discipline: Literal["ps", "fifo"] = Field(
@@ -271,7 +312,7 @@ class EtcdParams(_Params):
         ),
     )
     wait_live_fraction: Number = Field(
-        0.7770875989686028,
+        0.768024196419471,
         ge=0,
         description=(
             "Bytes the apiserver holds per stored byte from sending a range to etcd until the response "
@@ -335,10 +376,10 @@ class RequestCpuParams(_Params):
     """CPU per request (list-memory.md §6.2): a + decode (etcd) + copy/filter + convert + encode."""
 
     request_core_s: Seconds = Field(
-        0.0007251741509948308, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
+        0.0007174752784883557, ge=0, description="Fixed CPU per request: HTTP, authn/authz, APF, audit, routing. Fitted (calibration/params.yaml)."
     )
     work_cv: Annotated[Number, MIN_CV] = Field(
-        0.6530227549951396,
+        0.6797322718567358,
         ge=0,
         le=3,
         description=(
@@ -357,8 +398,8 @@ class RequestCpuParams(_Params):
             "unmarshal and the objects' decoding follow it, in decode_core_s_per_byte). Hypothesis."
         ),
     )
-    decode_core_s_per_object: Seconds = Field(9.505416675219975e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
-    decode_core_s_per_byte: Seconds = Field(3.1793087975734213e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
+    decode_core_s_per_object: Seconds = Field(9.979223826877346e-06, ge=0, description="Decode + storage-to-internal conversion per object read from etcd. Fitted.")
+    decode_core_s_per_byte: Seconds = Field(3.0631118294908557e-09, ge=0, description="Decode per stored byte read from etcd. Fitted.")
     cache_core_s_per_object: Seconds = Field(1e-6, ge=0, description="Watch-cache copy and filter per object read. Hypothesis.")
     cache_list_sorted: bool = Field(
         False,
@@ -391,8 +432,8 @@ class RequestCpuParams(_Params):
         2e-9, ge=0, description="Internal-to-external list conversion per response byte, for resources that convert (#139026). Hypothesis."
     )
     # Encoding, per item and per response byte, by wire encoding.
-    json_encode_core_s_per_object: Seconds = Field(5.227443334745531e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
-    json_encode_core_s_per_byte: Seconds = Field(6.605889002066883e-09, ge=0, description="JSON per byte. Fitted.")
+    json_encode_core_s_per_object: Seconds = Field(5.042014465847517e-06, ge=0, description="JSON (also as=Table) per item. Fitted.")
+    json_encode_core_s_per_byte: Seconds = Field(6.6215553253051426e-09, ge=0, description="JSON per byte. Fitted.")
     protobuf_encode_core_s_per_object: Seconds = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: Seconds = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: Seconds = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -403,7 +444,7 @@ class RequestCpuParams(_Params):
         0.3, ge=0, description="Extra encode CPU when the response is streaming-encoded (PR #129334: +10-60 %)."
     )
     compress_core_s_per_byte: Seconds = Field(
-        6.3207663226057046e-09,
+        6.323429978483953e-09,
         ge=0,
         description=(
             "gzip (BestSpeed) per response byte, for responses compressed because the client accepts "
@@ -428,10 +469,10 @@ class RequestMemoryParams(_Params):
     """Live and allocated bytes per request by serving path (list-memory.md §6.1)."""
 
     etcd_decoded_multiplier: Number = Field(
-        0.3690222299757545, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
+        0.38157319563477415, ge=0, description="k_dec: decoded Go size per stored byte for objects read from etcd, averaged over the request's life (typed 2-3, Unstructured ~5.2, #142062, at its peak). Fitted."
     )
     decoded_bytes_per_object: Bytes = Field(
-        1534.5636600849864,
+        1406.5759681834559,
         description=(
             "Decoded bytes per object read from etcd beside its data: the object's Go structs "
             "(TypeMeta and ObjectMeta, ~0.3 KB with their strings), its maps' buckets, its managedFields "
@@ -474,9 +515,9 @@ class RequestMemoryParams(_Params):
             "out of RSS until something is written there."
         ),
     )
-    struct_copy_bytes_per_object: Bytes = Field(710.3691259444155, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
+    struct_copy_bytes_per_object: Bytes = Field(674.0189168431565, description="s_struct: bytes per object the cache copies into the result slice (§3.2). Fitted.")
     streaming_item_buffer_multiplier: Number = Field(
-        1.064018631091023, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
+        1.1185228903530575, ge=0, description="a_item: live bytes of a streaming encoder per byte of the average item (bounded by max_object_bytes)."
     )
     max_object_bytes: Bytes = Field(1.5e6, description="o: the largest object etcd stores (1.5 MB request limit).")
     watchlist_bytes: Bytes = Field(2e6, description="W_const: live bytes of a WatchList initial-events stream (KEP-3157: ~2 MB per watcher).")
@@ -491,7 +532,7 @@ class RequestMemoryParams(_Params):
         2.0, ge=0, description="Bytes allocated by non-streamed encoding per response byte (a doubling buffer allocates ~2x its final size); a whole JSON response's pooled buffer allocates its actual growth instead."
     )
     streaming_alloc_multiplier: Number = Field(
-        0.824539434168655,
+        0.7818624574931315,
         ge=0,
         description=(
             "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
@@ -505,7 +546,7 @@ class RequestMemoryParams(_Params):
         0.5, ge=0, description="Short-lived allocation per live byte of decode, copy and conversion (intermediate buffers). Hypothesis."
     )
     compressor_bytes: Bytes = Field(
-        778353.5021259369,
+        751889.4635331337,
         description=(
             "Live bytes of the gzip writer of a compressed response (compress/flate state; the writers "
             "are pooled, so they are held, not allocated, per response). Fitted."
@@ -525,7 +566,7 @@ class RequestMemoryParams(_Params):
         ),
     )
     request_held_bytes: Bytes = Field(
-        19006.40319176679,
+        20883.399580023313,
         description=(
             "Bytes every request holds from its arrival to its end, queued in APF or waiting for seats "
             "included: two goroutines (the timeout filter's and the handler's, ~16 KiB of stack each: "
@@ -555,7 +596,7 @@ class GcParams(_Params):
     )
     gomemlimit_bytes: OptionalPositiveBytes = Field(None, description="GOMEMLIMIT soft memory limit; null = none (math.MaxInt64).")
     mark_rate_bytes_per_core_s: Rate = Field(
-        1673276493.7327788,
+        1590965194.9790134,
         gt=0,
         description="Bytes of live heap the mark phase gets through per core-second (pointer-free bytes are folded in). Fitted.",
     )
@@ -568,7 +609,10 @@ class GcParams(_Params):
     trigger_min_fraction: Number = Field(45 / 64, gt=0, lt=1, description="minTriggerRatioNum/triggerRatioDen = 45/64.")
     trigger_max_fraction: Number = Field(61 / 64, gt=0, lt=1, description="maxTriggerRatioNum/triggerRatioDen = 61/64 (large heaps: goal - heap_minimum).")
     dedicated_fraction: Number = Field(0.25, gt=0, le=1, description="gcBackgroundUtilization: dedicated + fractional mark workers = 0.25 x GOMAXPROCS.")
-    idle_mark_workers: bool = Field(True, description="Ps the mutator leaves idle run idle-priority mark workers.")
+    idle_mark_workers: bool = Field(True, description=(
+        "Ps the mutator leaves idle run idle-priority mark workers (their time is /cpu/classes/gc/mark/idle; the "
+        "limiter counts it as idle)."
+    ))
     cpu_sharing: Literal["reserved", "shared"] = Field(
         "reserved",
         description=(
@@ -579,7 +623,13 @@ class GcParams(_Params):
     )
     assists: bool = Field(True, description="Mutator assists: allocating requests do scan work to keep the heap near the goal.")
     overshoot_factor: Number = Field(1.1, ge=1, description="maxOvershoot: assist goal when the heap is already past the goal.")
-    limiter_cap_fraction: Number = Field(0.5, gt=0, lt=1, description="GC CPU limiter: GC share of CPU above which the bucket fills (mgclimit.go: 50 %).")
+    limiter_cap_fraction: Number = Field(
+        0.5, gt=0, lt=1,
+        description=(
+            "GC CPU limiter: the GC's share of the non-idle P-time (dedicated workers' 25 % while marking, plus "
+            "assists; idle mark workers count as idle) above which the bucket fills (mgclimit.go: 50 %)."
+        ),
+    )
     limiter_bucket_s_per_proc: Seconds = Field(1.0, gt=0, description="Limiter bucket capacity per P, seconds (capacityPerProc = 1 s).")
     force_period_s: Annotated[Seconds | None, AtLeast(1e-3, "1 ms, the finest series step: shorter, a run would be nothing but forced cycles")] = Field(
         120.0, gt=0, description="forcegcperiod: a cycle is forced after 2 minutes without one (at least 1 ms); null = never."
@@ -593,7 +643,7 @@ class GcParams(_Params):
         ),
     )
     scavenge_retain_factor: Number = Field(
-        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use (gcPercent goal)."
+        1.1, ge=1, description="Scavenger keeps retained heap at 1.1 x (goal/last goal) x heap in use at the last mark termination (gcPercent goal, retainExtraPercent = 10)."
     )
     memory_limit_scavenge_fraction: Number = Field(
         0.95, gt=0, le=1, description="With GOMEMLIMIT the scavenger keeps mapped memory below 0.95 x limit (reduceExtraPercent = 5)."
@@ -718,7 +768,7 @@ class ServerParams(_Params):
     cpu: CpuParams = Field(CpuParams(), description="Cores and GOMAXPROCS.")
     process: ProcessParams = Field(ProcessParams(), description="Baseline memory, memory limit, restart.")
     watch_cache: WatchCacheParams = Field(WatchCacheParams(), description="Size of cached objects.")
-    etcd: EtcdParams = Field(EtcdParams(), description="etcd throughput.")
+    etcd: EtcdParams = Field(EtcdParams(), description="etcd's members, their cores and throughput.")
     client: ClientParams = Field(ClientParams(), description="Clients reading responses on the same cores (calibration experiment).")
     request_cpu: RequestCpuParams = Field(RequestCpuParams(), description="CPU cost coefficients per request.")
     request_memory: RequestMemoryParams = Field(RequestMemoryParams(), description="Live and allocated bytes per request.")

@@ -145,21 +145,26 @@ def test_before_go_1_19_a_fresh_encode_buffer_is_resident_as_far_as_it_is_writte
 
 def _sequential(encoding: Encoding, lists: int, procs: int = 16,
                 allocator_pool: bool = True) -> tuple[ResourceModel, list[float]]:  # fmt: skip
-    """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each."""
+    """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each. The
+    model is left as the last one ends (afterwards the process's own allocation would go on
+    cycling the heap, and two cycles empty the pools)."""
     env = Environment()
     params = ServerParams.model_validate({"cpu": {"cores": procs},
                                           "request_memory": {"protobuf_allocator_pool": allocator_pool}})  # fmt: skip
     model = ResourceModel(env, params)
     c = cost(ServingPath.CACHE, 50e6, 50, encoding=encoding)
     rss: list[float] = []
+    done = env.event()
 
     def again(_t: int) -> None:
         rss.append(model.memory.rss_bytes())
         if len(rss) < lists:
             model.start(c, again)
+        else:
+            done.succeed()
 
     model.start(c, again)
-    env.run(until=120 * S)
+    env.run(until=env.any_of([done, env.timeout(120 * S)]))
     assert len(rss) == lists
     return model, rss
 

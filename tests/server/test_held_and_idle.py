@@ -99,8 +99,9 @@ def test_a_selector_that_matches_nothing_still_reads_and_decodes_everything():
     p = ServerParams()
     read_s = 300e6 / p.etcd.bytes_per_s
     decode_s = 300e6 * p.request_cpu.decode_core_s_per_byte
-    # Requests' work varies (request_cpu.work_cv), so the median request may do a little less.
+    # Requests' work varies (request_cpu.work_cv), so the median request may do a little less
+    # (of these 16, about a fifth less: the bounds leave a quarter).
     # 1.37 decodes a streamed range as etcd sends it; a unary range is read first, then decoded.
-    assert 0.8 * max(read_s, decode_s) <= p50(none) < p50(full)
-    assert 0.8 * (read_s + decode_s) <= p50(unary)
+    assert 0.75 * max(read_s, decode_s) <= p50(none) < p50(full)
+    assert 0.75 * (read_s + decode_s) <= p50(unary)
     assert none.summary["cpu"]["mean_cores"] >= 0.3 * full.summary["cpu"]["mean_cores"]

@@ -16,14 +16,14 @@ MB = 1e6
 
 def params(**gc) -> ServerParams:
     """100 MB live heap, no roots, no metadata, 50 MB non-heap, marking 1 GB per core-second, no
-    idle CPU and no memory per request: round numbers."""
+    idle CPU, no allocation of the process's own and no memory per request: round numbers."""
     gc.setdefault("roots_bytes", 0)
     gc.setdefault("mark_rate_bytes_per_core_s", 1e9)
     return ServerParams.model_validate(
         {
             "cpu": {"cores": 16, "usable_cores": 16},
             "process": {"live_heap_bytes": 100 * MB, "nonheap_bytes": 50 * MB, "heap_metadata_fraction": 0,
-                        "baseline_cores": 0},
+                        "baseline_cores": 0, "own_alloc_bytes_per_s": 0},
             "request_memory": {"request_held_bytes": 0},
             "gc": gc,
         }
@@ -221,10 +221,12 @@ def test_gc_starved_of_cpu_lets_the_heap_grow():
 
 
 def test_rss_stays_near_its_peak_then_the_scavenger_returns_pages_after_a_forced_gc():
-    # A burst of large responses held whole, then nothing; a slow scavenger, to watch it work.
+    # A burst of large responses held whole, then nothing, in a process that allocates nothing
+    # of its own (so no cycle starts until the forced one); a slow scavenger, to watch it work.
     c = cost(ServingPath.CACHE, 10_000_000, 1000)
     p = ServerParams.model_validate(
-        {"request_memory": {"encode_buffer_multiplier": 1.5}, "gc": {"scavenge_rate_bytes_per_s": 1e8}}
+        {"request_memory": {"encode_buffer_multiplier": 1.5}, "process": {"own_alloc_bytes_per_s": 0},
+         "gc": {"scavenge_rate_bytes_per_s": 1e8}}
     )
     m, snaps = open_loop(p, 40, 300, c, stop_after_s=3, sample_ns=S)
     peak = max(s.rss_bytes for s in snaps)

@@ -30,7 +30,7 @@ from simapf.scenario.schema.inventory import (
 )  # fmt: skip
 from simapf.scenario.schema.scenario import DEFAULT_MAX_REQUESTS, MAX_DURATION_S, MAX_SCRAPES, RunSpec, Scenario
 from simapf.scenario.schema.server import (
-    APF, AdmissionWebhook, Apiserver, Estimator, FeatureGates, Kubernetes, LoadBalancer,
+    APF, AdmissionWebhook, Apiserver, Estimator, Etcd, FeatureGates, Kubernetes, LoadBalancer,
     PriorityLevelOverride, WebhookServiceTime,
 )  # fmt: skip
 
@@ -38,7 +38,7 @@ __all__ = [
     "APF", "APFConfigEvent", "AdmissionWebhook", "Apiserver", "Backoff", "CHECKSUMMED_DISCOVERY_CACHE",
     "Client", "ClientBase", "ClientGatesEvent", "ClientNetwork", "ClientProcessing", "ClosedLoopClient",
     "CrdGroup", "CrdInstallEvent", "DEFAULT_MAX_REQUESTS", "DISCOVERY_CACHE_FSYNC_S", "DiscoveryClient",
-    "Estimator", "Event", "EventBase", "FeatureGates", "Identity", "InformerClient", "Kubernetes",
+    "Estimator", "Etcd", "Event", "EventBase", "FeatureGates", "Identity", "InformerClient", "Kubernetes",
     "ListOptionsSpec", "ListSpec", "LoadBalancer", "MAX_CRDS", "MAX_DURATION_S", "MAX_INSTANCES",
     "MAX_OBJECTS", "MAX_OBJECT_BYTES", "MAX_RATE_PER_S", "MAX_SCRAPES", "MutatorClient", "OpenLoopClient",
     "OutageEvent", "PolicyEvent", "PriorityLevelOverride", "RampEvent", "RateLimit", "RequestTemplate",

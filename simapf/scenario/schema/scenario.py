@@ -14,7 +14,7 @@ from simapf.scenario.schema.clients import (
 )  # fmt: skip
 from simapf.scenario.schema.events import CrdInstallEvent, Event, RampEvent, RestartEvent
 from simapf.scenario.schema.inventory import CrdGroup, Resource
-from simapf.scenario.schema.server import APF, AdmissionWebhook, Apiserver, Kubernetes
+from simapf.scenario.schema.server import APF, AdmissionWebhook, Apiserver, Etcd, Kubernetes
 
 
 # Bounds of a run: simulated time in integer nanoseconds stays far inside 64 bits, and the series
@@ -100,6 +100,7 @@ class Scenario(StrictModel):
     run: RunSpec = Field(RunSpec(), description="Duration, seed, series step.")
     kubernetes: Kubernetes = Field(Kubernetes(), description="Kubernetes version knobs.")
     apiserver: Apiserver = Field(Apiserver(), description="The apiserver.")
+    etcd: Etcd = Field(Etcd(), description="The etcd the apiserver reads: its members and cores (default: the calibration's kind node).")
     apf: APF = Field(APF(), description="API Priority and Fairness.")
     resources: list[Resource] = Field(
         default_factory=list, max_length=MAX_LIST_ITEMS, description="The cluster's resources (at most 1,000)."

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 
 from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
 from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Cores, Integer, Number, NumberAsText, Seconds, StrictModel
-from simapf.server.params import MAX_CORES, OptionalBytes
+from simapf.server.params import MAX_CORES, EtcdCores, EtcdMembers, EtcdParams, MemberRoundTrip, OptionalBytes
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +245,68 @@ class Apiserver(StrictModel):
     @property
     def server_concurrency(self) -> int:
         return self.max_requests_inflight + self.max_mutating_requests_inflight
+
+
+# --------------------------------------------------------------------------------------------
+# etcd
+
+# The deployment the resource model's etcd rates were fitted on (docs/validation.md), the default.
+_FITTED = EtcdParams()
+
+
+class Etcd(StrictModel):
+    """The etcd cluster every apiserver replica reads, as deployed: its members and the cores each
+    serves range reads with. The defaults are the deployment simapf's etcd rates were fitted on,
+    the calibration's kind node: one etcd member sharing the apiserver's node, which served range
+    reads as one core does. A production control plane runs 3 or 5 members with 2 to 16 cores
+    each (etcd's hardware guide), on the apiserver's nodes (kubeadm's stacked topology) or their
+    own: say so here. Fields here override the same ones of `apiserver.params.etcd` (`cores` is
+    its `concurrency`)."""
+
+    cores: EtcdCores = Field(
+        _FITTED.concurrency, ge=1,
+        description=(
+            "Cores each member serves range reads with: one range runs on one core, and up to this many run side by "
+            "side, each at the fitted per-core rates (apiserver.params.etcd: bytes_per_s, objects_per_s, "
+            "requests_per_s), so LISTs from etcd go as fast as this many cores allow. Default 1: the calibration's kind "
+            "node, where etcd shared the apiserver's 16 cores and served ranges as one core does (docs/validation.md). "
+            "etcd's hardware guide: typical clusters 2 to 4 cores, heavily loaded ones 8 to 16 dedicated cores. At most "
+            "4096."
+        ),
+    )
+    members: EtcdMembers = Field(
+        _FITTED.members, ge=1,
+        description=(
+            "Voting members of the etcd cluster (at most 16; etcd recommends 3 or 5). The apiserver's etcd client sends "
+            "each call to the next member in turn, and that member serves the range with its own `cores`. With more "
+            "than one, every range the apiserver reads (a LIST from etcd, a watch cache's fill) first waits for a "
+            "ReadIndex round: one `member_round_trip_s` on the leader, two on a follower, which asks the leader. Reads "
+            "served from the watch cache do not reach etcd. Default 1: the calibration's kind node."
+        ),
+    )
+    member_round_trip_s: MemberRoundTrip = Field(
+        _FITTED.member_round_trip_s, ge=0,
+        description=(
+            "Network round trip between two members (with `members` above 1): a ReadIndex round's heartbeat and its "
+            "acks. Default 0.5 ms: \"several hundred microseconds\" within a data center (etcd's performance guide); "
+            "members in several zones are further apart. At most 5 s (etcd's longest election timeout is 50 s, and it "
+            "must be ten round trips)."
+        ),
+    )
+    embedded: bool = Field(
+        _FITTED.embedded,
+        description=(
+            "etcd runs inside the apiserver's process, as upstream's storage tests and benchmarks run it "
+            "(k8s.io/apiserver storage/etcd3/testserver, embed.StartEtcd): its ranges run on the apiserver's own "
+            "cores and count as its CPU; `cores` does not apply. One member, and one apiserver replica."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_member_embedded(self) -> "Etcd":
+        if self.embedded and self.members > 1:
+            raise ValueError(f"an embedded etcd is one member in the apiserver's process; members is {self.members}, not 1")
+        return self
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import simapf
 from simapf import cache
 from simapf.cli import main
+from simapf.sweeps.measure import RunTask, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "bad-commands" / "_files" / "tiny.yaml"
@@ -219,22 +220,27 @@ def test_the_sources_count_but_a_figures_style_does_not(tmp_path):
     assert cache.source_digest.__wrapped__(package) == digest
     with open(package / "server" / "memory.py", "a") as fh:
         fh.write("\n# a model change\n")
-    assert cache.source_digest.__wrapped__(package) != digest
+    changed = cache.source_digest.__wrapped__(package)
+    assert changed != digest
+    # A compiled core beside the sources (its extension modules, the digest of what it was built
+    # from) runs the same model: the same entries.
+    (package / "_compiled__mypyc.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF...")
+    (package / "server" / "memory.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF...")
+    (package / "_compiled.sha256").write_text("0" * 64 + "\n")
+    assert cache.source_digest.__wrapped__(package) == changed
     (package / "calibration" / "params.yaml").write_text("# another calibration\n")
-    assert cache.source_digest.__wrapped__(package) not in (digest,)
+    assert cache.source_digest.__wrapped__(package) != changed
 
 
-def test_a_run_of_the_users_own_policy_code_is_never_cached(tmp_path, cache_dir, monkeypatch):
-    shutil.copy(ROOT / "tests" / "data" / "bad-commands" / "_files" / "usercode_returns_int.py", tmp_path / "mine.py")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    loaded = simapf.load_scenario(TINY, {"apf.estimator.list_policy": "mine:Policy"})
-    assert cache.names_user_code(loaded.scenario.model_dump(mode="json"))
-    from simapf.sweeps.measure import RunTask, row_key
-
-    assert row_key(RunTask(key={}, scenario=loaded.scenario.model_dump(mode="json"))) is None
+def test_a_run_of_the_users_own_policy_code_is_never_cached(cache_dir):
+    loaded = simapf.load_scenario(TINY, {"apf.estimator.list_policy": "mine:Policy"})  # not imported yet
+    data = loaded.scenario.model_dump(mode="json")
+    assert cache.names_user_code(data) and row_key(RunTask(key={}, scenario=data)) is None
+    assert row_key(RunTask(key={}, scenario=simapf.load_scenario(TINY).scenario.model_dump(mode="json")))
     calls = []
-    got = cache.result(loaded, lambda: calls.append(1) or "computed")
-    assert got == "computed" and calls == [1] and not _entries(cache_dir)
+    assert cache.result(loaded, lambda: calls.append(1) or "computed") == "computed"
+    assert cache.result(loaded, lambda: calls.append(1) or "computed") == "computed"
+    assert calls == [1, 1] and not _entries(cache_dir)
 
 
 # ------------------------------------------------------------------------------ the folder

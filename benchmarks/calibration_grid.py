@@ -27,6 +27,9 @@ from simapf.calibrate.record import SHIPPED, read_record, record_free_params
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import choose
 
+# Time computed runs: none is read from the result cache (simapf.cache).
+os.environ["SIMAPF_NO_CACHE"] = "1"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

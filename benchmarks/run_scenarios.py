@@ -19,6 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# Time computed runs: none is read from the result cache (simapf.cache).
+os.environ["SIMAPF_NO_CACHE"] = "1"
+
 ROOT = Path(__file__).resolve().parent.parent
 SIMAPF = [sys.executable, "-m", "simapf.cli"]
 

@@ -8,6 +8,8 @@ one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import sys
 import time
 
@@ -53,6 +55,40 @@ budget_option = click.option(
     help="Stop once this much time has passed since the command started (a Go duration: 90s, 10m, 1h30m), at the "
          "next point it can continue from; say what is left and the command that continues it (exit status 3).",
 )  # fmt: skip
+
+
+def cache_option(command):
+    """--no-cache on a command that runs simulations; with the cache on, its settings are checked
+    before any work, and a line on stderr afterwards says how many runs came from it."""
+
+    @click.option("--no-cache", "no_cache", is_flag=True,
+                  help="Compute every run, neither reading nor keeping results in the result cache "
+                       "(also SIMAPF_NO_CACHE=1; `simapf cache` shows it).")  # fmt: skip
+    @functools.wraps(command)
+    def with_cache(*args, no_cache: bool, **kwargs):
+        from simapf import cache
+
+        with cache.turned_off(no_cache):
+            try:
+                where = cache.check()
+            except SimapfError as err:
+                _fail(err)
+            reused, ran = cache.tally.snapshot()
+            command(*args, **kwargs)
+            reused, ran = cache.tally.reused - reused, cache.tally.ran - ran
+        if reused:
+            them = "it" if reused == 1 else "them"
+            click.echo(f"simapf: {_reused(reused, ran)} came from the result cache in {where.folder} "
+                       f"(--no-cache computes {them} again)", err=True)  # fmt: skip
+
+    return with_cache
+
+
+def _reused(reused: int, ran: int) -> str:
+    """"all 4 runs", "3 of 4 runs", "the run": how many of the runs came from the cache."""
+    if reused + ran == 1:
+        return "the run"
+    return f"all {reused} runs" if not ran else f"{reused} of {reused + ran} runs"
 
 
 _DEBUG = False  # --debug: show the traceback of an error raised in the user's own code
@@ -275,6 +311,7 @@ def replay(level_path: str, trace_path: str, out_path: str, force: bool) -> None
 
 
 @main.command("run")
+@cache_option
 @click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Directory to write series (Parquet, CSV), summary.json and the overview figure to.")
@@ -331,6 +368,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
 
 
 @main.command("compare")
+@cache_option
 @click.argument("scenario_path", required=False, type=click.Path())
 @click.option("--policy", "policies", multiple=True, required=True, metavar="NAME[:k=v,...]",
               help="A LIST policy (apf.estimator.list_policy) with its list_params, e.g. upstream, "
@@ -400,6 +438,7 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
 
 
 @main.command("figures")
+@cache_option
 @click.argument("spec_or_dir", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(), help="Directory to write the figures to.")
 @click.option("--only", multiple=True, metavar="NAME", help="Make only this figure of the spec (repeatable).")
@@ -469,6 +508,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force:
 
 
 @main.command("sweep")
+@cache_option
 @click.argument("sweep_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (one Parquet file per run); rerunning with the same one resumes. "
@@ -513,6 +553,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
 
 
 @main.command("optimize")
+@cache_option
 @click.argument("spec_path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(),
               help="Result directory (every run, the study, the report); rerunning with the same one resumes. "
@@ -594,6 +635,7 @@ def _resumable(load, kind: str, out_dir: str | None, run):
 
 
 @main.command()
+@cache_option
 @click.option("--data", "data_path", type=click.Path(),
               help="Measured CSV (default: calibration/list-memory-experiments.csv).")
 @click.option("--out", "out_path", default="params.yaml", show_default=True, type=click.Path(),
@@ -696,6 +738,39 @@ def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s:
     except SimapfError as err:
         _fail(err)
     click.echo(f"wrote {path} (run it: simapf run {path})")
+
+
+@main.command("cache")
+@click.option("--clear", is_flag=True, help="Remove every entry of the result cache (nothing else in its folder).")
+def cache_command(clear: bool) -> None:
+    """Show the result cache (where it is, what it holds, how large it may grow), or empty it.
+
+    Runs already computed (same scenario, seed, calibration and simapf) are read from it instead
+    of computed again. SIMAPF_CACHE_DIR moves it, SIMAPF_CACHE_SIZE bounds it (least recently
+    used entries go first), SIMAPF_NO_CACHE=1 or --no-cache turns it off."""
+    from simapf import cache
+
+    try:
+        s = cache.settings()
+    except SimapfError as err:
+        _fail(err)
+    store = cache.Cache(s.folder, s.max_bytes)
+    if clear:
+        n, size = store.clear()
+        click.echo(f"removed {n} entries ({_mib(size)}) from {store.entries}")
+        return
+    kinds = cache.entries_by_kind(store)
+    count = sum(n for n, _b in kinds.values())
+    total = sum(b for _n, b in kinds.values())
+    click.echo(f"result cache: {s.folder}" + (" (SIMAPF_CACHE_DIR)" if "SIMAPF_CACHE_DIR" in os.environ else ""))
+    click.echo(f"  {'off: ' + s.off if s.off else 'on'}")
+    click.echo(f"  {count} entries, {_mib(total)} of at most {_mib(s.max_bytes)} (SIMAPF_CACHE_SIZE)")
+    for kind, (n, b) in kinds.items():
+        click.echo(f"    {kind}: {n} entries, {_mib(b)} ({cache.KINDS.get(kind, '')})")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 if __name__ == "__main__":

@@ -37,6 +37,10 @@ Before the first figure, `make` says how many runs the figures take and about ho
 (simapf.estimate). With a time budget (simapf.budget) it stops between figures once the budget
 is spent: the figures made so far are written (the directory's other figures are kept, as with
 `--only`), and the figures left are made by the same command with `--only` each of them.
+
+The simulations a figure rests on are read from the result cache (simapf.cache) when it holds
+them, so redrawing figures after a change of style runs none again; each figure's log line
+says how many of its runs came from the cache.
 """
 
 from __future__ import annotations
@@ -529,6 +533,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     is spent, make no more figures (the one being made is finished), write those made, and raise
     `simapf.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
     rest."""
+    from simapf import cache
     from simapf.budget import Budget
     from simapf.files import output_directory
     from simapf.provenance import build_record
@@ -564,6 +569,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             # simulations), and nothing else is said while it runs.
             log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
             began = time.monotonic()
+            runs_before = cache.tally.snapshot()
             if isinstance(f, TimeseriesFigure):
                 fig, seeds, reps = draw_timeseries(f, base)
             elif isinstance(f, PoliciesFigure):
@@ -580,7 +586,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
-            log(f"figure {i}/{len(wanted)} {f.name}: {_seconds(time.monotonic() - began)} "
+            log(f"figure {i}/{len(wanted)} {f.name}: {_runs_since(runs_before)}{_seconds(time.monotonic() - began)} "
                 f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
     if left:
         resume = [a for f in left for a in ("--only", f.name)]
@@ -602,6 +608,20 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
     found = estimate(stages)
     planned = f"about {found.runs:,} runs for {len(wanted)} figure{'s' if len(wanted) != 1 else ''}"
     announce(found.line(f"figures {spec.name}", planned, budget))
+
+
+def _runs_since(before: tuple[int, int]) -> str:
+    """The simulations a figure rested on, and how many of them the result cache held."""
+    from simapf import cache
+
+    reused, ran = (now - then for now, then in zip(cache.tally.snapshot(), before))
+    runs = reused + ran
+    if not runs:
+        return ""
+    what = f"{runs} run{'s' if runs > 1 else ''}"
+    if reused == runs:
+        return f"{what} from the cache, "
+    return f"{what} ({reused} from the cache), " if reused else f"{what}, "
 
 
 def _seconds(s: float) -> str:

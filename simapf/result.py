@@ -28,6 +28,9 @@ class Result:
     client_latency: pd.DataFrame | None = None
     # upstream's latency histograms at every scrape (simapf.histograms), built when first asked for
     _histograms: Any = field(default=None, repr=False, compare=False)
+    # Read back from the result cache (simapf.cache) rather than computed by this call; every
+    # number, `summary["wall_s"]` included, is the run's as it was computed.
+    cached: bool = field(default=False, compare=False)
 
     @property
     def histograms(self) -> pd.DataFrame | None:

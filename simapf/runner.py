@@ -4,7 +4,8 @@
     result = run(load_scenario("scenarios/relist-storm.yaml"))
     result.summary["memory"]["peak_rss_bytes"]; result.series; result.latency
 
-`run` is deterministic: the same scenario and seed give the same summary and series.
+`run` is deterministic: the same scenario and seed give the same summary and series, so a run
+already computed is read from the result cache (simapf.cache) instead.
 """
 
 from __future__ import annotations
@@ -191,12 +192,24 @@ def run(
     scenario: Scenario | LoadedScenario | str | Path | dict,
     overrides: Iterable[str] | dict = (),
     progress: bool = False,
+    cache: bool = True,
 ) -> Result:
     """Run a scenario (a loaded one, a Scenario, a dict or a file path) and return its Result.
-    (`simapf.run` is this with `uncertainty=N` besides: `simapf.uncertainty.intervals.run`.)"""
-    result = Simulation(load(scenario, overrides)).run(progress=progress)
-    assert isinstance(result, Result)
-    return result
+    (`simapf.run` is this with `uncertainty=N` besides: `simapf.uncertainty.intervals.run`.)
+
+    `cache`: read the Result from the result cache when it holds this run, and keep it there
+    when it does not (simapf.cache; off also with SIMAPF_NO_CACHE=1). A Result from the cache
+    is the computed one, byte for byte; `Result.cached` says where it came from."""
+    from simapf import cache as results
+
+    loaded = load(scenario, overrides)
+
+    def compute() -> Result:
+        result = Simulation(loaded).run(progress=progress)
+        assert isinstance(result, Result)
+        return result
+
+    return results.result(loaded, compute, cache)
 
 
 def load(scenario: Scenario | LoadedScenario | str | Path | dict, overrides: Iterable[str] | dict = ()) -> LoadedScenario:

@@ -4,7 +4,14 @@ compiled core is checked on a compiled copy of its own (tests/test_compiled.py).
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Every test computes its runs: none is read from (or left in) the user's result cache
+# (simapf.cache). The cache's own tests turn it on in a folder of their own. Set at import, so
+# the commands the tests start inherit it.
+os.environ["SIMAPF_NO_CACHE"] = "1"
 
 from simapf import compiled_core
 

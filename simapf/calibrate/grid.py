@@ -6,7 +6,8 @@ workers of a Dask cluster (one client for the simulator's life). The costliest c
 requests to simulate) are handed out first so that the workers finish together; the many
 cheap ones travel in small batches to save per-task overhead. One batch may hold cells of
 several parameter sets (a fit's Jacobian: up to a grid per free parameter at once, which a
-cluster runs side by side). A cell's result is the same wherever it runs.
+cluster runs side by side). A cell's result is the same wherever it runs; one the result cache
+holds (simapf.cache) is not run again.
 """
 
 from __future__ import annotations
@@ -42,6 +43,44 @@ def make_batches(tasks: list[tuple[int, Cell]], setups: list[ExperimentSetup]) -
 
 def _run_batch(batch: Batch, params: list[ServerParams], setup: list[ExperimentSetup]) -> list[tuple[int, CellResult]]:
     return [(k, run_cell(c, params[k], setup[k])) for k, c in batch]
+
+
+def cell_key(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> str:
+    """A cell's key in the result cache (simapf.cache): its scenario, and how it is read."""
+    from simapf import cache
+    from simapf.calibrate.scenario import scenario_for
+
+    return cache.key("cell", {"scenario": scenario_for(cell, params, setup), "setup": setup.model_dump(mode="json"),
+                              "cell": [cell.row.index, cell.seats]})  # fmt: skip
+
+
+def _from_cache(tasks: list[tuple[int, Cell]], params: list[ServerParams], setups: list[ExperimentSetup]
+                ) -> tuple[list[tuple[int, CellResult]], list[tuple[int, Cell]], dict]:  # fmt: skip
+    """The results the cache holds, the tasks left to run and their keys by (set, row, seats)."""
+    from simapf import cache
+
+    store = cache.active()
+    if store is None:
+        return [], tasks, {}
+    found, todo, keys = [], [], {}
+    for k, c in tasks:
+        key = cell_key(c, params[k], setups[k])
+        got = store.get("cell", key)
+        if got is cache.MISS:
+            todo.append((k, c))
+            keys[(k, c.row.index, c.seats)] = key
+        else:
+            found.append((k, got))
+    return found, todo, keys
+
+
+def _keep(key: str | None, result: CellResult) -> None:
+    from simapf import cache
+
+    cache.tally.ran += 1
+    store = cache.active() if key is not None else None
+    if store is not None and key is not None:
+        store.put("cell", key, result)
 
 
 class Simulator:
@@ -85,9 +124,15 @@ class Simulator:
         setups = [w[1] for w in work]
         tasks = [(k, c) for k, w in enumerate(work) for c in w[2]]
         out: list[dict[tuple[int, int], CellResult]] = [{} for _ in work]
-        for batch in self._batches(make_batches(tasks, setups), params, setups):
+        found, todo, keys = _from_cache(tasks, params, setups)
+        for k, res in found:
+            out[k][(res.row, res.seats)] = res
+        if progress and found:
+            progress(len(found))
+        for batch in self._batches(make_batches(todo, setups), params, setups):
             for k, res in batch:
                 out[k][(res.row, res.seats)] = res
+                _keep(keys.get((k, res.row, res.seats)), res)
             if progress:
                 progress(len(batch))
         return out

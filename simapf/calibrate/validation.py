@@ -22,13 +22,14 @@ the table, with the missing mechanism.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import zlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -495,19 +496,11 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
     value}, and the run's regime (`simapf.uncertainty.model_error.regime_of`)."""
     import simapf
     from simapf.uncertainty.coverage import run_inputs
-    from simapf.uncertainty.intervals import drawn_scenario
     from simapf.uncertainty.model_error import regime_of
 
     start = time.perf_counter()
-    over = json.loads(overrides)
-    loaded = _load(scenario, base, over)
-    if seed_offset:
-        over["run.seed"] = loaded.scenario.run.seed + seed_offset
-        loaded = _load(scenario, base, over)
-    if draws is not None:
-        data = drawn_scenario(loaded.scenario.model_dump(mode="json"), loaded.params, draws, draw)
-        loaded = simapf.load_scenario(data, base_dir=loaded.base_dir)
-    result = simapf.run(loaded)
+    loaded = _run_scenario(scenario, overrides, base, seed_offset, draws, draw)
+    result = simapf.run(loaded, cache=False)  # run_table caches what the run is read for, not all of it
     params = loaded.params
     values = {}
     for quantity, args in readings:
@@ -516,6 +509,64 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
             "values": values, "regime": regime_of(result.summary),
             "inputs": run_inputs(result.summary, loaded.scenario.model_dump(mode="json")),
             "wall_s": time.perf_counter() - start, "sim_s": loaded.scenario.run.duration_s}  # fmt: skip
+
+
+def _run_scenario(scenario: str, overrides: str, base: str, seed_offset: int = 0, draws: Any = None,
+                  draw: int = 0):  # fmt: skip
+    """The loaded scenario of one run of the table (see `_run_one`)."""
+    import simapf
+    from simapf.uncertainty.intervals import drawn_scenario
+
+    over = json.loads(overrides)
+    loaded = _load(scenario, base, over)
+    if seed_offset:
+        over["run.seed"] = loaded.scenario.run.seed + seed_offset
+        loaded = _load(scenario, base, over)
+    if draws is not None:
+        data = drawn_scenario(loaded.scenario.model_dump(mode="json"), loaded.params, draws, draw)
+        loaded = simapf.load_scenario(data, base_dir=loaded.base_dir)
+    return loaded
+
+
+# What identifies a run's output among the table's runs; the rest is what the run gave.
+_TASK_FIELDS = ("key", "seed_offset", "draw")
+
+
+def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, dict]:
+    """The outputs of `tasks` the result cache holds (simapf.cache), the tasks left to run, and
+    the cache key of each of those by its output's identity (None: not to be cached)."""
+    from simapf import cache
+    from simapf.scenario.load import user_policies
+
+    store = cache.active()
+    if store is None:
+        return [], tasks, {}
+    found, todo, keys = [], [], {}
+    for (s, o), rs, k, d in tasks:
+        loaded = _run_scenario(s, o, base, k, draws, d)
+        key = None if user_policies(loaded.scenario) else cache.key(
+            "validation", {**cache.run_identity(loaded), "readings": sorted(rs)})  # fmt: skip
+        identity = ((s, o), k, d if draws is not None else None)
+        got = store.get("validation", key) if key is not None else cache.MISS
+        if got is cache.MISS:
+            todo.append(((s, o), rs, k, d))
+            keys[identity] = key
+        else:
+            found.append(dict(zip(_TASK_FIELDS, identity), **got))
+    return found, todo, keys
+
+
+def _kept(outputs: Iterable[dict], keys: dict) -> Iterator[dict]:
+    """`outputs`, each put in the result cache as it comes, under the key `_from_cache` gave its run."""
+    from simapf import cache
+
+    store = cache.active() if keys else None
+    for out in outputs:
+        cache.tally.ran += 1
+        key = keys.get(tuple(out[f] for f in _TASK_FIELDS))
+        if store is not None and key is not None:
+            store.put("validation", key, {k: v for k, v in out.items() if k not in _TASK_FIELDS})
+        yield out
 
 
 def _cost_hint(scenario: str, base: Path) -> float:
@@ -571,17 +622,18 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
 
     from simapf.sweeps.backends import cpu_count
 
-    n = max(1, min(workers or cpu_count(), len(tasks)))
     started = time.perf_counter()
+    cached, todo, keys = _from_cache(tasks, str(base), draws)
+    n = max(1, min(workers or cpu_count(), len(todo)))
     done: dict[tuple[tuple[str, str], int], list[dict]] = {}  # (run, draw) -> its runs
     if n == 1:
-        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in tasks)
+        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in todo)
     else:
         from joblib import Parallel, delayed
 
         parallel = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered", batch_size=1)
-        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in tasks)
-    for out in outputs:
+        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in todo)
+    for out in itertools.chain(cached, _kept(outputs, keys)):
         done.setdefault((out["key"], out["draw"] or 0), []).append(out)
         if progress:
             s, o = out["key"]

@@ -3,7 +3,8 @@
 Each backend takes `RunTask`s and yields their rows as they finish, in whatever order they
 finish; the caller writes each row as it arrives, so a run is on disk the moment it is done.
 The backends do nothing but move tasks and rows: the run itself, its seed and its row are the
-same wherever it executes.
+same wherever it executes. A row the result cache holds (simapf.cache) is not sent anywhere:
+this process reads it, and keeps every row that comes back (`measure.cached_rows`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.sweeps.measure import RunTask, execute
+from simapf.sweeps.measure import RunTask, cached_rows, execute, execute_at
 
 
 CONNECT_TIMEOUT = "30s"  # how long to keep trying a Dask scheduler that does not answer
@@ -63,16 +64,23 @@ def cpu_count() -> int:
 
 
 def run_tasks(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
-    """Rows of `tasks`, as they finish."""
+    """Rows of `tasks`, as they finish (those from the cache first)."""
+    if not tasks:
+        return iter(())
+    if backend.kind not in ("serial", "joblib", "dask"):
+        raise SimapfError(f"unknown backend {backend.kind!r} (joblib, dask or serial)")
+    return cached_rows(tasks, lambda todo: _indexed(todo, backend))
+
+
+def _indexed(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
+    """(index, row) of `tasks`, as they finish."""
     if not tasks:
         return iter(())
     if backend.kind == "serial":
-        return (execute(t) for t in tasks)
+        return (execute_at(i, t) for i, t in enumerate(tasks))
     if backend.kind == "joblib":
         return _joblib(tasks, backend.workers or cpu_count())
-    if backend.kind == "dask":
-        return _dask(tasks, backend)
-    raise SimapfError(f"unknown backend {backend.kind!r} (joblib, dask or serial)")
+    return _dask(tasks, backend)
 
 
 def release_workers() -> None:
@@ -87,14 +95,14 @@ def release_workers() -> None:
     get_reusable_executor().shutdown(wait=True)
 
 
-def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[dict]:
+def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[tuple[int, dict]]:
     from joblib import Parallel, delayed
 
     workers = min(workers, len(tasks))
     # batch_size=1: a run is seconds of work, and a finished run should reach disk at once,
     # not wait for the rest of its batch.
     parallel = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered", batch_size=1)
-    yield from parallel(delayed(execute)(t) for t in tasks)
+    yield from parallel(delayed(execute_at)(i, t) for i, t in enumerate(tasks))
 
 
 @contextmanager
@@ -105,15 +113,15 @@ def session(backend: Backend) -> Iterator[Callable[[Sequence[RunTask]], Iterator
         yield lambda tasks: run_tasks(tasks, backend)
         return
     with dask_client(backend) as client:
-        yield lambda tasks: _dask_on(client, tasks) if tasks else iter(())
+        yield lambda tasks: cached_rows(tasks, lambda todo: _dask_on(client, todo)) if tasks else iter(())
 
 
-def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
+def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
     with dask_client(backend) as client:
         yield from _dask_on(client, tasks)
 
 
-def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[dict]:
+def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]]:
     from distributed import as_completed  # importable once dask_client has started
 
     # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
@@ -121,6 +129,7 @@ def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[dict]:
     token = uuid.uuid4().hex[:8]
     keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
     futures = client.map(execute, list(tasks), key=keys, pure=False)
+    index = {future.key: i for i, future in enumerate(futures)}
     try:
         for future in as_completed(futures):
             row = future.result()
@@ -129,8 +138,9 @@ def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[dict]:
                     f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
                     "install the same version on the workers"
                 )
+            i = index[future.key]
             future.release()
-            yield row
+            yield i, row
     finally:
         client.cancel([f for f in futures if not f.done()])
 

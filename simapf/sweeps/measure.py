@@ -19,6 +19,9 @@ The row flattens a run's summary into scalar columns a DataFrame can hold:
 
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
+
+A row the result cache holds (simapf.cache, `cached_rows`) is not run again: it is the row
+that run gave, `wall_s` included.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from simapf import __version__
 from simapf.uncertainty.figures import figure_values
@@ -108,6 +111,45 @@ def known_metric(pattern: str) -> bool:
     return pattern in SCALAR_METRICS or pattern in RUN_INFO
 
 
+def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterator[tuple[int, dict]]]) -> Iterator[dict]:
+    """The rows of `tasks`: those the result cache holds (simapf.cache) first, then the others
+    as `run` yields them ((index in the list it was given, row)), each kept in the cache as it
+    arrives. Only this process, the one that asked for the runs, reads and writes the cache."""
+    from simapf import cache
+
+    store = cache.active()
+    keys = [row_key(t) if store is not None else None for t in tasks]
+    todo = []
+    for i, (task, k) in enumerate(zip(tasks, keys)):
+        got = store.get("row", k) if store is not None and k is not None else cache.MISS
+        if got is cache.MISS:
+            todo.append(i)
+        else:
+            yield {**task.key, **got}  # as `execute` builds it: the key, then what the run gave
+    if not todo:
+        return  # every row came from the cache: no backend to start
+    for j, row in run([tasks[i] for i in todo]):
+        i = todo[j]
+        cache.tally.ran += 1
+        if store is not None and keys[i] is not None:
+            store.put("row", keys[i], {k: v for k, v in row.items() if k not in tasks[i].key})
+        yield row
+
+
+def row_key(task: RunTask) -> str | None:
+    """A task's key in the result cache: its scenario, the contents of its files and the metrics
+    asked; None for a run of the user's own policy code."""
+    import hashlib
+
+    from simapf import cache
+
+    if cache.names_user_code(task.scenario):
+        return None
+    files = [[name, hashlib.sha256(content).hexdigest()] for name, content in task.files]
+    return cache.key("row", {"scenario": task.scenario, "files": files,
+                             "metrics": list(task.metrics) if task.metrics is not None else None})  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ worker side
 
 
@@ -130,6 +172,11 @@ def execute(task: RunTask) -> dict[str, Any]:
     row["wall_s"] = time.perf_counter() - start
     row["simapf_version"] = __version__
     return row
+
+
+def execute_at(index: int, task: RunTask) -> tuple[int, dict[str, Any]]:
+    """`execute`, with the task's index: rows come back in whatever order runs finish."""
+    return index, execute(task)
 
 
 class ListSeats:

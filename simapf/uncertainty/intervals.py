@@ -136,17 +136,22 @@ def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | Non
 
 
 def run(scenario: Any, overrides: Any = (), progress: bool = False, uncertainty: int = 0, *,
-        workers: int | None = None, backend: str | None = None, dask: str | None = None) -> Any:  # fmt: skip
+        workers: int | None = None, backend: str | None = None, dask: str | None = None,
+        cache: bool = True) -> Any:  # fmt: skip
     """`simapf.run`: run a scenario (a loaded one, a Scenario, a dict or a file path) and return
     its Result (`simapf.runner.run`); with `uncertainty` = N > 0, also N parameter draws (on
     `workers` local processes, or `backend`/`dask` as for sweeps), and every headline figure of
-    the summary with its interval."""
-    from simapf.runner import Simulation, load
+    the summary with its interval. `cache`: read the point run and the draws from the result
+    cache when it holds them, and keep them there (simapf.cache)."""
+    from simapf.cache import turned_off
+    from simapf.runner import load
+    from simapf.runner import run as point_run
 
     loaded = load(scenario, overrides)
-    result = Simulation(loaded).run(progress=progress)
-    if uncertainty:
-        add_uncertainty(result, loaded, uncertainty, workers=workers, backend=backend, dask=dask, progress=progress)
+    with turned_off(not cache):
+        result = point_run(loaded, progress=progress)
+        if uncertainty:
+            add_uncertainty(result, loaded, uncertainty, workers=workers, backend=backend, dask=dask, progress=progress)
     return result
 
 

@@ -100,8 +100,10 @@ _SCALAR_LABELS = {
     "lists_dispatched": "LISTs dispatched",
     "seats_per_list_mean": "seats per LIST, mean",
     "seats_per_list_max": "seats per LIST, max",
+    "scraped_peak_rss_bytes": "peak RSS, scraped",
+    "rejected_share": "rejected share",
 }
-_PATTERN_LABELS = {"rejection_rate": "rejected", "p50_s": "p50", "p99_s": "p99"}
+_PATTERN_LABELS = {"rejection_rate": "rejected", "mean_s": "mean", "p50_s": "p50", "p90_s": "p90", "p99_s": "p99"}
 
 
 def label(metric: str) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Final, NamedTuple
 
-from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.clock import Phase
 from simapf.environment import Environment
 from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
                                        watch_trigger)  # fmt: skip
@@ -73,7 +73,7 @@ class Cluster:
     def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.servers = servers
         self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory
@@ -167,7 +167,7 @@ class Cluster:
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
         rec.done_ns = self.clock.now
-        self.clock.alarm(0, on_done, rec, ARRIVAL)
+        self.clock.at(self.clock.now, on_done, rec, Phase.ARRIVAL)
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
@@ -348,7 +348,7 @@ class Cluster:
         if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
-            self.clock.alarm(0, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
+            self.clock.at(self.clock.now, on_broken, "server-died" if self.network_up else "network", Phase.ARRIVAL)
             return w
         w.held = held
         w.token = server.watch_tracker.register(attrs)

@@ -425,7 +425,7 @@ class Cluster:
                 if w.trigger is not None:
                     if not in_scope or (w.by_node and node is not None and w.trigger != node):
                         continue
-                    share = min(1.0, w.share * nodes) if w.by_node and node is not None else w.share
+                    share = min(1.0, w.share * nodes) if w.by_node and node is not None and nodes else w.share
                 elif in_scope:
                     share = w.share
                     if share < 1.0:

@@ -113,7 +113,8 @@ class _TemplateSender(Instance):
                 on_complete(ok)
 
         w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec, t.encoding)
-        self.ctx.clock.at(self.ctx.clock.now + int(t.watch_duration_s * NS_PER_S), lambda _: finish(True), None, Phase.ARRIVAL)
+        clock = self.ctx.clock
+        clock.at(clock.now + int(t.watch_duration_s * NS_PER_S), lambda _: finish(True), None, Phase.ARRIVAL)
 
 
 class OpenLoopInstance(_TemplateSender):
@@ -387,7 +388,8 @@ class ClientGroup:
     def _launch_at(self, delay_ns: int) -> None:
         inst = self._cls(self, len(self.instances))
         self.instances.append(inst)
-        self.ctx.clock.at(self.ctx.clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, Phase.ARRIVAL)
+        clock = self.ctx.clock
+        clock.at(clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, Phase.ARRIVAL)
 
     def set_count(self, n: int) -> None:
         """Add instances (started now) or stop the newest ones."""

@@ -83,7 +83,8 @@ class EventRunner:
         direction = 1 if e.to_count > start else -1
         for k in range(1, steps + 1):
             delay = int(e.over_s * NS_PER_S * k / steps)
-            self.ctx.clock.at(self.ctx.clock.now + delay, lambda _, n=start + direction * k: group.set_count(n), None, Phase.ARRIVAL)
+            clock = self.ctx.clock
+            clock.at(clock.now + delay, lambda _, n=start + direction * k: group.set_count(n), None, Phase.ARRIVAL)
 
 
 def event_end_s(e) -> float:

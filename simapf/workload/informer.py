@@ -135,7 +135,8 @@ class InformerInstance(Instance):
 
     def _relist_later(self) -> None:
         self.synced = False
-        self.ctx.clock.at(self.ctx.clock.now + self.backoff.next_ns(self.ctx.clock.now), self._list_and_watch, None, Phase.ARRIVAL)
+        clock = self.ctx.clock
+        clock.at(clock.now + self.backoff.next_ns(clock.now), self._list_and_watch, None, Phase.ARRIVAL)
 
     # ---------------------------------------------------------------- watching
 
@@ -159,7 +160,8 @@ class InformerInstance(Instance):
             self._relist_later()
         else:
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
-            self.ctx.clock.at(self.ctx.clock.now + self.backoff.next_ns(self.ctx.clock.now), self._start_watch, None, Phase.ARRIVAL)
+            clock = self.ctx.clock
+            clock.at(clock.now + self.backoff.next_ns(clock.now), self._start_watch, None, Phase.ARRIVAL)
 
     def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
         self.watch = watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from enum import IntEnum
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Final, Protocol
 
 
 class Phase(IntEnum):
@@ -48,6 +48,16 @@ class Phase(IntEnum):
 
     OTHER = 4
     """APF's periodic borrowing adjustment: it sees the instant's arrivals."""
+
+
+# Each phase as a module constant too, which is what simapf's own modules pass: in pure Python an
+# attribute of an enum class is read through EnumType's __getattr__ hook, several times slower
+# than a module's name, and a run sets millions of alarms.
+RELEASE: Final = Phase.RELEASE
+FINISH: Final = Phase.FINISH
+TIMEOUT: Final = Phase.TIMEOUT
+ARRIVAL: Final = Phase.ARRIVAL
+OTHER: Final = Phase.OTHER
 
 
 class Clock(Protocol):

@@ -23,11 +23,11 @@ import simpy
 from simpy.core import EmptySchedule, SimTime
 from simpy.events import NORMAL, URGENT, Event, EventPriority
 
-from simapf.clock import Phase
+from simapf.clock import FINISH, RELEASE
 
 # SimPy's priorities are phases: URGENT (a process starts or resumes) is RELEASE, NORMAL (a
 # timeout, a triggered event) FINISH.
-assert URGENT == Phase.RELEASE and NORMAL == Phase.FINISH
+assert URGENT == RELEASE and NORMAL == FINISH
 
 # A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
 _PROCESSED: Any = None

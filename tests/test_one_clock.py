@@ -78,6 +78,13 @@ def test_every_phase_is_documented_where_it_is_defined():
         assert re.search(rf"^    {phase.name} = {phase.value}\n    \"\"\"\S", source, re.M), phase.name
 
 
+def test_the_module_constants_are_the_phases():
+    from simapf import clock
+
+    assert [clock.RELEASE, clock.FINISH, clock.TIMEOUT, clock.ARRIVAL, clock.OTHER] == list(Phase)
+    assert all(type(getattr(clock, p.name)) is Phase for p in Phase)
+
+
 def _order(clock: Clock, run) -> list[str]:
     seen: list[str] = []
     when = clock.now + 5

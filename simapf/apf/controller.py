@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
-from simapf.clock import Clock, Phase
+from simapf.clock import OTHER, Clock
 from simapf.apf.config import EffectiveConfig, build_effective_config
 from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import EstimationContext, ObjectStatsSource, WorkEstimator
@@ -181,7 +181,7 @@ class APFController:
 
     def _schedule_adjustment(self) -> None:
         when = self.clock.now + BORROWING_ADJUSTMENT_PERIOD_NS
-        self.clock.at(when, self._periodic_adjustment, None, Phase.OTHER)
+        self.clock.at(when, self._periodic_adjustment, None, OTHER)
 
     def _periodic_adjustment(self, _: object) -> None:
         if self._stopped:

@@ -28,7 +28,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import Any, Final, NamedTuple, Protocol
 
-from simapf.clock import Clock, Phase
+from simapf.clock import RELEASE, TIMEOUT, Clock
 from simapf.apf.gomath import go_round
 from simapf.apf.integrator import Integrator
 from simapf.apf.shuffle import deal_hand
@@ -295,10 +295,10 @@ class QueueSet:
                 self._expiries.append(req)
                 if not self._expiry_timer_set:
                     self._expiry_timer_set = True
-                    self.clock.at(req.deadline_ns, self._expire, None, Phase.TIMEOUT)
+                    self.clock.at(req.deadline_ns, self._expire, None, TIMEOUT)
             else:  # its own deadline, from server receipt: it may already have passed
                 when = req.deadline_ns if req.deadline_ns > now else now
-                self.clock.at(when, self._time_out, req, Phase.TIMEOUT)
+                self.clock.at(when, self._time_out, req, TIMEOUT)
 
     def _choose_queue(self, flow_hash: int) -> Queue:
         hand = self._hands.get(flow_hash)
@@ -434,7 +434,7 @@ class QueueSet:
             self._release(req, now)
         else:
             req.state = LINGERING
-            self.clock.at(now + req.additional_latency_ns, self._release_after_latency, req, Phase.RELEASE)
+            self.clock.at(now + req.additional_latency_ns, self._release_after_latency, req, RELEASE)
         # A pass after every finish, lingering seats or not: one fewer executing request can
         # let a wide request run alone, and the corrected charge can change the best head.
         self.dispatch_as_much_as_possible()
@@ -491,7 +491,7 @@ class QueueSet:
                 self._time_out(head)
             else:
                 self._expiry_timer_set = True
-                self.clock.at(head.deadline_ns, self._expire, None, Phase.TIMEOUT)
+                self.clock.at(head.deadline_ns, self._expire, None, TIMEOUT)
                 return
 
     def _time_out(self, req: Request) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from simapf.apf.queueset import Listener, QueueSet, Request
 from simapf.apf.shuffle import flow_hash
-from simapf.clock import EventLoop, Phase
+from simapf.clock import FINISH, EventLoop
 from simapf.errors import SimapfError
 from simapf.files import MAX_TEXT_BYTES, MAX_TRACE_BYTES, read_bytes
 
@@ -261,7 +261,7 @@ class _Recorder:
 
     def dispatched(self, req: Request) -> None:
         loop = self.loop
-        loop.at(loop.now + self.services[req.seq], self.qs.finish, req, Phase.FINISH)
+        loop.at(loop.now + self.services[req.seq], self.qs.finish, req, FINISH)
         if self.observer is not None:
             self.observer.dispatched(req)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Final
 
-from simapf.clock import Phase
+from simapf.clock import FINISH
 from simapf.environment import Environment
 
 NS: Final = 1_000_000_000
@@ -412,7 +412,7 @@ class ProcessorSharing:
             return  # an earlier wake-up is already set; it will reschedule
         self._pending_at = at
         self._gen += 1
-        self.clock.at(at, self._timer_cb, self._gen, Phase.FINISH)  # wake-ups keep the order Timeouts had
+        self.clock.at(at, self._timer_cb, self._gen, FINISH)  # wake-ups keep the order Timeouts had
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._gen:

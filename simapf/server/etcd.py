@@ -47,7 +47,7 @@ from collections import deque
 from typing import Any, Callable
 
 
-from simapf.clock import Phase
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
@@ -105,7 +105,7 @@ class ReadIndexLoop:
         self._waiting = []
         self.rounds += 1
         clock = self.clock
-        clock.at(clock.now + self.round_ns, self._confirmed_cb, self._epoch, Phase.FINISH)
+        clock.at(clock.now + self.round_ns, self._confirmed_cb, self._epoch, FINISH)
 
     def _confirmed(self, epoch: int) -> None:
         if epoch != self._epoch:
@@ -187,7 +187,7 @@ class EtcdMember:
         owner = id(_owner(callback))
         self._busy_owners[owner] = self._busy_owners.get(owner, 0) + 1
         clock = self.clock
-        clock.at(clock.now + max(1, int(round(work * NS))), self._served_cb, (self._epoch, callback, arg), Phase.FINISH)
+        clock.at(clock.now + max(1, int(round(work * NS))), self._served_cb, (self._epoch, callback, arg), FINISH)
 
     def _served(self, value: tuple[int, Callback, Any]) -> None:
         epoch, callback, arg = value

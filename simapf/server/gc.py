@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Final
 
 
-from simapf.clock import Phase
+from simapf.clock import FINISH, RELEASE
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
@@ -92,7 +92,7 @@ class GoGC:
         self.reset()
         if gp.force_period_s is not None and self.G is not None:
             # The first check at once, before the instant's other work, as a starting SimPy process had it.
-            self.clock.at(self.clock.now, self._force_check, int(gp.force_period_s * NS), Phase.RELEASE)
+            self.clock.at(self.clock.now, self._force_check, int(gp.force_period_s * NS), RELEASE)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -369,4 +369,4 @@ class GoGC:
             if self.enabled and not self.marking:
                 self.start_cycle(forced=True)
             due = now + period_ns
-        clock.at(due, self._force_check, period_ns, Phase.FINISH)
+        clock.at(due, self._force_check, period_ns, FINISH)

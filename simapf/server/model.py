@@ -19,7 +19,7 @@ from typing import Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
 
-from simapf.clock import Phase
+from simapf.clock import FINISH, RELEASE
 from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
@@ -413,7 +413,7 @@ class ResourceModel:
     def _read(self, req: Running) -> None:
         delay = req.plan.write_delay_ns
         if delay:
-            self.clock.at(self.clock.now + delay, self._delivered_cb, req, Phase.FINISH)
+            self.clock.at(self.clock.now + delay, self._delivered_cb, req, FINISH)
         else:
             self._written(req)
 
@@ -549,7 +549,7 @@ class ResourceModel:
         self.process.went_down(now, reason)
         epoch = self.process.epoch
         delay = int(round(self.params.process.restart_s * NS))
-        self.clock.at(self.clock.now + delay, self._restart_cb, epoch, Phase.FINISH)
+        self.clock.at(self.clock.now + delay, self._restart_cb, epoch, FINISH)
 
     def _oom(self) -> None:
         # What the process had when the kernel killed it (at most the limit), and what the
@@ -683,9 +683,9 @@ def sample_every(model: ResourceModel, interval_ns: int, sink: Callable[[ServerS
 
     def sample(_arg: object) -> None:
         sink(model.snapshot())
-        clock.at(clock.now + interval_ns, sample, None, Phase.FINISH)
+        clock.at(clock.now + interval_ns, sample, None, FINISH)
 
-    clock.at(clock.now, sample, None, Phase.RELEASE)
+    clock.at(clock.now, sample, None, RELEASE)
 
 
 def _nothing(_arg: object) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from simapf.clock import Phase
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.cpu import ProcessorSharing
 
@@ -51,7 +51,7 @@ class Link:
             return
         self._writing += 1
         delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
-        self.clock.at(self.clock.now + delay, self._done_cb, (self._epoch, callback, arg), Phase.FINISH)
+        self.clock.at(self.clock.now + delay, self._done_cb, (self._epoch, callback, arg), FINISH)
 
     def _done(self, value: tuple[int, Callable[[Any], None], Any]) -> None:
         epoch, callback, arg = value

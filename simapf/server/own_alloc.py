@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Final
 
-from simapf.clock import Phase
+from simapf.clock import FINISH
 from simapf.environment import RunClock
 from simapf.server.cpu import NS
 from simapf.server.gc import GoGC
@@ -57,7 +57,7 @@ class OwnAllocation:
         self._schedule()
 
     def _schedule(self) -> None:
-        self.clock.at(self.clock.now + self._step_ns(), self._tick_cb, self._epoch, Phase.FINISH)
+        self.clock.at(self.clock.now + self._step_ns(), self._tick_cb, self._epoch, FINISH)
 
     def _step_ns(self) -> int:
         """How long the next step lasts: see the module's docstring."""

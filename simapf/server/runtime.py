@@ -24,7 +24,7 @@ from simapf.apf.objects import APFObjects
 from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
-from simapf.clock import Phase
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.model import ResourceModel
 from simapf.server.network import Link
@@ -276,7 +276,7 @@ class SimulatedAPIServer:
     def _run_handler(self, rec: ServerRequest, req: Request) -> None:
         cost = rec.cost
         if rec.service_ns is not None or cost is None:  # a fixed service time
-            self.clock.at(self.clock.now + (rec.service_ns or 0), self._handler_returned, req, Phase.FINISH)
+            self.clock.at(self.clock.now + (rec.service_ns or 0), self._handler_returned, req, FINISH)
             return
 
         def handler_returned(_now_ns: int) -> None:

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S
-from simapf.clock import Clock, Phase
+from simapf.clock import FINISH, Clock
 
 
 @dataclass(frozen=True)
@@ -109,4 +109,4 @@ class Admission:
     def _after(self, delay_ns: int, fn: Callable[[None], None]) -> None:
         """The webhook's answer, `delay_ns` from now: the resource model's work that ends."""
         clock = self.clock
-        clock.at(clock.now + delay_ns, fn, None, Phase.FINISH)
+        clock.at(clock.now + delay_ns, fn, None, FINISH)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simapf.apf.types import NS_PER_S
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 
 if TYPE_CHECKING:
     from simapf.server.runtime import SimulatedAPIServer
@@ -154,7 +154,7 @@ class LoadBalancer:
         if not self.health_check_ns:
             self.in_pool[i] = server.model.up
             return
-        server.clock.at(now_ns + self.health_check_ns, self._checked, i, Phase.ARRIVAL)
+        server.clock.at(now_ns + self.health_check_ns, self._checked, i, ARRIVAL)
 
     def _checked(self, i: int) -> None:
         # A health check sees the state the replica is in when it looks.

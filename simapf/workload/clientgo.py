@@ -23,7 +23,7 @@ import numpy as np
 
 from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 from simapf.environment import RunClock
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
@@ -289,10 +289,10 @@ class Requester:
             wait = self.bucket.reserve(self.clock.now)
             if wait:
                 self.stats.throttle_wait_ns += wait
-                self.clock.at(self.clock.now + wait + self.half_rtt_ns, self._send, call, Phase.ARRIVAL)
+                self.clock.at(self.clock.now + wait + self.half_rtt_ns, self._send, call, ARRIVAL)
                 return
         if self.half_rtt_ns:
-            self.clock.at(self.clock.now + self.half_rtt_ns, self._send, call, Phase.ARRIVAL)  # on its way to the server
+            self.clock.at(self.clock.now + self.half_rtt_ns, self._send, call, ARRIVAL)  # on its way to the server
             return
         self._send(call)
 
@@ -313,7 +313,7 @@ class Requester:
             _abandon(call)
             return
         if self.half_rtt_ns:
-            self.clock.at(self.clock.now + self.half_rtt_ns, self._arrived, (call, rec), Phase.ARRIVAL)  # on its way back
+            self.clock.at(self.clock.now + self.half_rtt_ns, self._arrived, (call, rec), ARRIVAL)  # on its way back
             return
         self._arrived((call, rec))
 
@@ -330,7 +330,7 @@ class Requester:
             delay, work = self.processor.take(rec, now)
             if delay:
                 self.stats.processing_ns += work
-                self.clock.at(self.clock.now + delay, self._processed, (call, rec, now), Phase.ARRIVAL)
+                self.clock.at(self.clock.now + delay, self._processed, (call, rec, now), ARRIVAL)
                 return
         self._act(call, rec, now)
 
@@ -348,7 +348,7 @@ class Requester:
             counts.retries += 1
             self.stats.retries += 1
             wait_s = rec.retry_after_s if self.retry.honour_retry_after else self.retry.fallback_wait_s
-            self.clock.at(self.clock.now + int(wait_s * NS_PER_S), self._attempt, call, Phase.ARRIVAL)
+            self.clock.at(self.clock.now + int(wait_s * NS_PER_S), self._attempt, call, ARRIVAL)
             return
         counts.outcomes += 1
         self.stats.outcome(rec.outcome)

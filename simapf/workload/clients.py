@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import DiscoveryClient, MutatorClient, OpenLoopClient, RequestTemplate
 from simapf.server.network import Link
@@ -114,7 +114,7 @@ class _TemplateSender(Instance):
 
         w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec, t.encoding)
         clock = self.ctx.clock
-        clock.at(clock.now + int(t.watch_duration_s * NS_PER_S), lambda _: finish(True), None, Phase.ARRIVAL)
+        clock.at(clock.now + int(t.watch_duration_s * NS_PER_S), lambda _: finish(True), None, ARRIVAL)
 
 
 class OpenLoopInstance(_TemplateSender):
@@ -130,7 +130,7 @@ class OpenLoopInstance(_TemplateSender):
                                         self.ctx.clock.now)  # fmt: skip
         self.constant_gap_ns = int(mean_gap_ns) if spec.arrivals == "constant" else None
         self.gaps = PoissonGaps(rng, mean_gap_ns)
-        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, ARRIVAL)
 
     def _gap(self) -> int:
         if self.ramp is not None:
@@ -149,7 +149,7 @@ class OpenLoopInstance(_TemplateSender):
             self._send_counted()
         else:
             group.held.append(self)
-        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, ARRIVAL)
 
     def _send_counted(self, _=None) -> None:
         """Send one request that holds a slot of the group's `max_in_flight` until it returns."""
@@ -167,7 +167,7 @@ class OpenLoopInstance(_TemplateSender):
                 # The slot passes to the oldest held request, sent from a fresh event rather than
                 # from inside the server's completion callback.
                 group.outstanding += 1
-                self.ctx.clock.at(self.ctx.clock.now, inst._send_counted, None, Phase.ARRIVAL)
+                self.ctx.clock.at(self.ctx.clock.now, inst._send_counted, None, ARRIVAL)
                 break
 
 
@@ -246,7 +246,7 @@ class ClosedLoopInstance(_TemplateSender):
             pause = self.think.exponential(mean_ns) if mean_ns > 0 else 0
         if not ok:
             pause = max(pause, self.backoff.next_ns(self.ctx.clock.now))
-        self.ctx.clock.at(self.ctx.clock.now + int(pause), self._next, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + int(pause), self._next, None, ARRIVAL)
 
 
 class MutatorInstance(Instance):
@@ -259,7 +259,7 @@ class MutatorInstance(Instance):
         w = np.array([spec.mix[v] for v in self.verbs], dtype=float)
         self.cum = np.cumsum(w / w.sum())
         self.objects = self.group.resource(spec.resource)
-        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, ARRIVAL)
 
     def _arrive(self, _=None) -> None:
         if not self.active:
@@ -276,7 +276,7 @@ class MutatorInstance(Instance):
             name = f"obj-{int(self.rng.integers(1_000_000))}"
         attrs = self.attrs(verb, spec.resource, ns, name=name)
         self.requester.do(attrs, spec.encoding, lambda rec: self._written(rec, verb, ns or "", size), object_bytes=size)
-        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, ARRIVAL)
 
     def _written(self, rec: ServerRequest, verb: str, ns: str, size: float) -> None:
         if rec.outcome != OK and not (rec.outcome == FAILED and rec.reason == "network"):
@@ -340,7 +340,7 @@ class DiscoveryInstance(Instance):
         stats.runs += 1
         stats.run_durations_ns.append(self.ctx.clock.now - self.run_started)
         interval_ns = self.group.spec.interval_s * NS_PER_S
-        self.ctx.clock.at(self.ctx.clock.now + int(self.gaps.exponential(interval_ns)), self._run, None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + int(self.gaps.exponential(interval_ns)), self._run, None, ARRIVAL)
 
 
 
@@ -389,7 +389,7 @@ class ClientGroup:
         inst = self._cls(self, len(self.instances))
         self.instances.append(inst)
         clock = self.ctx.clock
-        clock.at(clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, Phase.ARRIVAL)
+        clock.at(clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, ARRIVAL)
 
     def set_count(self, n: int) -> None:
         """Add instances (started now) or stop the newest ones."""

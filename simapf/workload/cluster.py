@@ -14,7 +14,7 @@ from functools import partial
 from typing import Callable, Final, NamedTuple
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 from simapf.environment import Environment
 from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
                                        watch_trigger)  # fmt: skip
@@ -167,7 +167,7 @@ class Cluster:
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
         rec.done_ns = self.clock.now
-        self.clock.at(self.clock.now, on_done, rec, Phase.ARRIVAL)
+        self.clock.at(self.clock.now, on_done, rec, ARRIVAL)
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
@@ -348,7 +348,7 @@ class Cluster:
         if not self.network_up or rec.incarnation != server.incarnation or not server.model.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
-            self.clock.at(self.clock.now, on_broken, "server-died" if self.network_up else "network", Phase.ARRIVAL)
+            self.clock.at(self.clock.now, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
             return w
         w.held = held
         w.token = server.watch_tracker.register(attrs)

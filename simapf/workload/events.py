@@ -7,7 +7,7 @@ from typing import Callable, Mapping
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.objects import APFObjects
 from simapf.apf.types import NS_PER_S
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 from simapf.scenario import schema
 from simapf.workload.clients import ClientGroup
 from simapf.workload.instance import Context
@@ -28,7 +28,7 @@ class EventRunner:
 
     def schedule(self, events: list) -> None:
         for i, e in enumerate(events):
-            self.ctx.clock.at(self.ctx.clock.now + int(e.at_s * NS_PER_S), self._fire, (i, e), Phase.ARRIVAL)
+            self.ctx.clock.at(self.ctx.clock.now + int(e.at_s * NS_PER_S), self._fire, (i, e), ARRIVAL)
 
     def _fire(self, item) -> None:
         i, e = item
@@ -36,7 +36,7 @@ class EventRunner:
         if isinstance(e, schema.OutageEvent):
             end_ns = int((e.at_s + e.duration_s) * NS_PER_S)
             cluster.network_down(e.relist, end_ns)
-            self.ctx.clock.at(max(self.ctx.clock.now, end_ns), lambda _: cluster.network_restored(), None, Phase.ARRIVAL)
+            self.ctx.clock.at(max(self.ctx.clock.now, end_ns), lambda _: cluster.network_restored(), None, ARRIVAL)
         elif isinstance(e, schema.RestartEvent):
             cluster.servers[e.replica].model.kill("restart")
         elif isinstance(e, schema.RampEvent):
@@ -70,7 +70,7 @@ class EventRunner:
             create(None, crds.count)
             return
         for k in range(1, crds.count + 1):
-            self.ctx.clock.at(self.ctx.clock.now + int(e.over_s * NS_PER_S * k / crds.count), create, None, Phase.ARRIVAL)
+            self.ctx.clock.at(self.ctx.clock.now + int(e.over_s * NS_PER_S * k / crds.count), create, None, ARRIVAL)
 
     def _ramp(self, group: ClientGroup, e: schema.RampEvent) -> None:
         start = group.active_count
@@ -84,7 +84,7 @@ class EventRunner:
         for k in range(1, steps + 1):
             delay = int(e.over_s * NS_PER_S * k / steps)
             clock = self.ctx.clock
-            clock.at(clock.now + delay, lambda _, n=start + direction * k: group.set_count(n), None, Phase.ARRIVAL)
+            clock.at(clock.now + delay, lambda _, n=start + direction * k: group.set_count(n), None, ARRIVAL)
 
 
 def event_end_s(e) -> float:

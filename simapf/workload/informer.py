@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import Phase
+from simapf.clock import ARRIVAL
 from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
 from simapf.workload.clientgo import Backoff
@@ -136,7 +136,7 @@ class InformerInstance(Instance):
     def _relist_later(self) -> None:
         self.synced = False
         clock = self.ctx.clock
-        clock.at(clock.now + self.backoff.next_ns(clock.now), self._list_and_watch, None, Phase.ARRIVAL)
+        clock.at(clock.now + self.backoff.next_ns(clock.now), self._list_and_watch, None, ARRIVAL)
 
     # ---------------------------------------------------------------- watching
 
@@ -161,7 +161,7 @@ class InformerInstance(Instance):
         else:
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
             clock = self.ctx.clock
-            clock.at(clock.now + self.backoff.next_ns(clock.now), self._start_watch, None, Phase.ARRIVAL)
+            clock.at(clock.now + self.backoff.next_ns(clock.now), self._start_watch, None, ARRIVAL)
 
     def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
         self.watch = watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
@@ -170,7 +170,7 @@ class InformerInstance(Instance):
     def _watching(self, watch: OpenWatch) -> None:
         self.watching = True
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
-        self.ctx.clock.at(self.ctx.clock.now + timeout_ns, lambda _: self._timed_out(watch), None, Phase.ARRIVAL)
+        self.ctx.clock.at(self.ctx.clock.now + timeout_ns, lambda _: self._timed_out(watch), None, ARRIVAL)
 
     def _timed_out(self, watch: OpenWatch) -> None:
         if not self.active or watch is not self.watch or not watch.open:

@@ -46,7 +46,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-
 from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
@@ -323,7 +322,7 @@ class EmbeddedEtcd:
     """etcd inside the apiserver's process: a range is a job on the process's CPU (one core at
     most, as one gRPC range is served by one goroutine), sharing it with requests and the GC."""
 
-    __slots__ = ("params", "cpu", "_in_flight", "_busy_s", "_epoch", "_done_cb", "read_index", "ranges", "_served_cb")
+    __slots__ = ("params", "cpu", "_in_flight", "_busy_s", "_epoch", "_done_cb", "read_index", "ranges")
 
     def __init__(self, params: EtcdParams, cpu: ProcessorSharing) -> None:
         self.params = params

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from typing import Final
 
-
 from simapf.clock import FINISH, RELEASE
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing

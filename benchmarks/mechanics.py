@@ -41,30 +41,30 @@ ROOT = Path(__file__).resolve().parents[1]
 def record_jobs() -> dict:
     """Run the LIST experiment once and keep its processor-sharing jobs and response writes."""
     import simapf
-    from simapf.environment import Clock
+    from simapf.environment import RunClock
     from simapf.server.cpu import ProcessorSharing
 
     instances: dict[int, tuple[float, float]] = {}  # id -> (cores, procs)
     jobs: list[tuple[int, str, float]] = []  # (instance, callback's name, work)
     writes: list[int] = []  # ns
-    add, alarm = ProcessorSharing.add, Clock.alarm
+    add, at = ProcessorSharing.add, RunClock.at
 
     def recording_add(self, work, callback, arg=None, foreign=False):  # type: ignore[no-untyped-def]
         instances[id(self)] = (self.cores, self.procs)
         jobs.append((id(self), callback.__name__, work))
         return add(self, work, callback, arg, foreign)
 
-    def recording_alarm(self, delay_ns, callback, arg, *priority):  # type: ignore[no-untyped-def]
+    def recording_at(self, when_ns, callback, arg, phase):  # type: ignore[no-untyped-def]
         if getattr(callback, "__name__", "") == "_done":  # a response written on its link
-            writes.append(delay_ns)
-        return alarm(self, delay_ns, callback, arg, *priority)
+            writes.append(when_ns - self.now)
+        return at(self, when_ns, callback, arg, phase)
 
-    ProcessorSharing.add, Clock.alarm = recording_add, recording_alarm  # type: ignore[method-assign]
+    ProcessorSharing.add, RunClock.at = recording_add, recording_at  # type: ignore[method-assign]
     try:
         loaded = simapf.load_scenario(ROOT / "scenarios" / "list-experiment.yaml")
         result = simapf.run(loaded)
     finally:
-        ProcessorSharing.add, Clock.alarm = add, alarm  # type: ignore[method-assign]
+        ProcessorSharing.add, RunClock.at = add, at  # type: ignore[method-assign]
     if len(instances) != 2 or set(name for _i, name, _w in jobs) != {"_after_etcd", "_finish"}:
         raise SystemExit("the LIST experiment no longer runs one etcd and one apiserver processor sharing "
                          "with a range, its decoding and a handler per LIST: this benchmark needs updating")  # fmt: skip
@@ -84,6 +84,7 @@ def record_jobs() -> dict:
 def mechanics(jobs: dict, seed: int = 1) -> tuple[int, float]:
     """Drive the recorded jobs through processor sharing and the event loop alone.
     Returns the requests delivered and the wall seconds it took."""
+    from simapf.clock import Phase
     from simapf.environment import Environment
     from simapf.server.cpu import NS, ProcessorSharing
 
@@ -115,16 +116,16 @@ def mechanics(jobs: dict, seed: int = 1) -> tuple[int, float]:
         if not req.pending:
             req.pending = 2
             api.add(handlers[req.i], sent, req)
-            clock.alarm(writes[req.i], sent, req)
+            clock.at(clock.now + writes[req.i], sent, req, Phase.FINISH)
 
     def arrive(i: int) -> None:
         req = Request(i)
         api.add(decodes[i], range_ended, req)
         etcd.add(ranges[i], range_ended, req)
         if i + 1 < n:
-            clock.alarm(gaps[i + 1], arrive, i + 1)
+            clock.at(clock.now + gaps[i + 1], arrive, i + 1, Phase.FINISH)
 
-    clock.alarm(gaps[0], arrive, 0)
+    clock.at(clock.now + gaps[0], arrive, 0, Phase.FINISH)
     started = time.perf_counter()
     env.run_until(int(jobs["duration_s"] * NS) * 2)
     return delivered, time.perf_counter() - started

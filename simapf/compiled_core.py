@@ -35,7 +35,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The modules a request passes through (the engine benchmark's profile), in dependency order.
 MODULES = (
-    "environment.py", "apf/types.py", "apf/gomath.py", "apf/clock.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
+    "clock.py", "environment.py", "apf/types.py", "apf/gomath.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
     "apf/estimators/serving.py", "apf/estimators/work.py", "apf/controller.py",
     "server/variation.py", "server/paths.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
     "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py", "server/pool.py",

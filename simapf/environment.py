@@ -1,34 +1,41 @@
-"""The SimPy environment every simulated component shares, its clock in integer nanoseconds.
+"""The engine: the SimPy environment every simulated component shares, and the run's clock.
 
-simapf schedules only whole nanoseconds (every delay is an int, and runs end at an int time),
+simapf schedules only whole nanoseconds (every time is an int, and runs end at an int time),
 so the clock SimPy keeps is always an int. Saying so here lets the typed modules read it as one,
 and lets the compiled core (simapf.compiled_core) keep it unboxed.
 
-`Clock` is what the components hold: the time (`now`) and `alarm`, which queues a bare callback
-with no event object (most of what a run schedules is one). `run_until` is SimPy's
-`run(until=...)` loop written for that clock, and `schedule` SimPy's own: the compiled core
-compiles them with the rest, so the loop that dispatches every event and the calls that queue
-them run compiled too.
+`RunClock` is the full run's `simapf.clock.Clock`: what the components hold, the time (`now`)
+and `at`, which queues a bare callback with no event object. It shares SimPy's queue and event
+counter, so the heap holds one entry shape, (time, phase, id, fn, arg): an alarm's callback and
+argument, or, for the SimPy events tests still make, `_fire` and the event. `run_until` is
+SimPy's `run(until=...)` loop written for that clock, and `schedule` and `step` SimPy's own for
+that entry: the compiled core compiles them with the rest, so the loop that dispatches every
+event and the calls that queue them run compiled too. This is the only module that reads
+SimPy's private fields.
 """
 
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any, Callable, Final, Iterator
+from typing import Any, Callable, Iterator
 
 import simpy
-from simpy.core import SimTime
+from simpy.core import EmptySchedule, SimTime
 from simpy.events import NORMAL, URGENT, Event, EventPriority
 
+from simapf.clock import FINISH, RELEASE
+
+# SimPy's priorities are phases: URGENT (a process starts or resumes) is RELEASE, NORMAL (a
+# timeout, a triggered event) FINISH.
+assert URGENT == RELEASE and NORMAL == FINISH
 
 # A processed event's callbacks, as SimPy marks them (SimPy's annotation of the field omits None).
 _PROCESSED: Any = None
-NORMAL_PRIORITY: Final = 1  # simpy.events.NORMAL, a constant the compiled core can inline
 
 
-class Clock:
-    """The simulated time and the alarms due: what every component reads (`now`) or sets
-    (`alarm`) several times per request. A plain object of its own rather than the SimPy
+class RunClock:
+    """The simulated time and the callbacks due: what every component reads (`now`) or sets
+    (`at`) several times per request. A plain object of its own rather than the SimPy
     environment's attributes, so that the compiled core reads and writes it natively.
     `Environment` keeps it: it shares SimPy's queue and event counter, and its time is the
     environment's."""
@@ -42,12 +49,24 @@ class Clock:
         # Held, not looked up among the module's globals at each of the run's million alarms.
         self._push: Callable[[list[Any], tuple[Any, ...]], None] = heappush
 
-    def alarm(self, delay_ns: int, callback: Callable[[Any], None], arg: Any, priority: int = NORMAL_PRIORITY) -> None:
-        """`callback(arg)` in `delay_ns`: in the order `timeout(delay_ns).callbacks.append(...)`
-        would run it (events due at the same instant run by priority, then in scheduling order),
-        without making an event. The queue holds it as a 5-tuple (time, priority, id, callback,
-        arg) beside SimPy's 4-tuples (time, priority, id, event)."""
-        self._push(self.queue, (self.now + delay_ns, priority, next(self.eid), callback, arg))
+    def at(self, when_ns: int, fn: Callable[[Any], None], arg: Any, phase: int) -> None:
+        """`fn(arg)` at `when_ns`, in `phase` among the callbacks and SimPy events due then
+        (a SimPy event scheduled with priority p is in phase p), then in scheduling order."""
+        self._push(self.queue, (when_ns, phase, next(self.eid), fn, arg))
+
+
+def _fire(event: Event) -> None:
+    """Run a SimPy event's callbacks, as SimPy's `step` does."""
+    callbacks = event.callbacks
+    event.callbacks = _PROCESSED
+    for callback in callbacks:
+        callback(event)
+    if not event._ok and not hasattr(event, "_defused"):
+        # A failed event nobody handled: raise it here, as SimPy's step does.
+        failure = event._value
+        raised = type(failure)(*failure.args)
+        raised.__cause__ = failure
+        raise raised
 
 
 class Environment(simpy.Environment):
@@ -55,12 +74,12 @@ class Environment(simpy.Environment):
     (the components read `clock.now`; SimPy's own objects read `now`)."""
 
     _now: int
-    # SimPy's events, (time, priority, id, event), and alarms, (time, priority, id, callback, arg).
+    # (time, phase, id, fn, arg): alarms, and SimPy's events as (time, priority, id, _fire, event).
     _queue: list[Any]  # type: ignore[assignment]
 
     def __init__(self, initial_time: int = 0) -> None:
         super().__init__(initial_time)
-        self.clock = Clock(initial_time, self._queue, self._eid)
+        self.clock = RunClock(initial_time, self._queue, self._eid)
 
     @property
     def now(self) -> int:
@@ -68,20 +87,17 @@ class Environment(simpy.Environment):
         return self._now
 
     def schedule(self, event: Event, priority: EventPriority = NORMAL, delay: SimTime = 0) -> None:
-        """Schedule `event` `delay` ns from now, as SimPy does (here so that it compiles too)."""
-        heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+        """Schedule `event` `delay` ns from now, as SimPy does, in the heap's one entry shape."""
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), _fire, event))
 
     def step(self) -> None:
-        """SimPy's `step`, for the alarms too (`run` without `run_until` goes through it)."""
+        """SimPy's `step` (`run` without `run_until` goes through it)."""
         queue = self._queue
-        if queue:
-            self.clock.now = int(queue[0][0])  # before the next event's callbacks read it
-            if len(queue[0]) == 5:
-                when, _priority, _eid, callback, arg = heappop(queue)
-                self._now = int(when)
-                callback(arg)
-                return
-        super().step()
+        if not queue:
+            raise EmptySchedule()
+        when, _phase, _eid, fn, arg = heappop(queue)
+        self._now = self.clock.now = int(when)  # before the callbacks read it
+        fn(arg)
 
     def run_until(self, until_ns: int) -> None:
         """What `run(until=until_ns)` does, event for event: process every event due before
@@ -101,18 +117,5 @@ class Environment(simpy.Environment):
                 break
             pop(queue)
             self._now = clock.now = when
-            if len(item) == 5:
-                item[3](item[4])  # an alarm
-                continue
-            event = item[3]
-            callbacks = event.callbacks
-            event.callbacks = _PROCESSED
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):
-                # A failed event nobody handled: raise it here, as SimPy's step does.
-                failure = event._value
-                raised = type(failure)(*failure.args)
-                raised.__cause__ = failure
-                raise raised
+            item[3](item[4])
         self._now = clock.now = until_ns

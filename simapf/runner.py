@@ -27,7 +27,6 @@ from simapf.server.etcd import EtcdModel
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.webhooks import Admission, WebhookSpec
 from simapf.workload.balancer import LoadBalancer
-from simapf.workload.clientgo import Timers
 from simapf.workload.clients import ClientGroup
 from simapf.workload.cluster import Cluster
 from simapf.workload.events import EventRunner, install_crds
@@ -86,8 +85,7 @@ class Simulation:
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
         self.cluster = Cluster(env, self.servers, self.inventory, self.balancer)
-        self.timers = Timers(env.clock)
-        self.ctx = Context(self.cluster, self.timers, seed, sc.kubernetes.feature_gates.WatchListClient)
+        self.ctx = Context(self.cluster, env.clock, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
         self.recorder: Recorder | Dashboard
@@ -175,10 +173,7 @@ def _admission(sc: Scenario, env: Environment, seed: int) -> Admission | None:
         for w in sc.admission_webhooks
     ]
 
-    def call_at(delay_ns: int, fn) -> None:
-        env.timeout(delay_ns).callbacks.append(lambda _event: fn())
-
-    return Admission(specs, stream(seed, "webhooks", 0, "service"), call_at)
+    return Admission(specs, stream(seed, "webhooks", 0, "service"), env.clock)
 
 
 def _progress_bar(total_s: float, name: str):

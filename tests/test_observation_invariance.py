@@ -157,14 +157,14 @@ def _trace_run(stop_times: list[int], seed: int) -> list[tuple]:
         if depth < 2 and rng.random() < 0.5:
             nxt = (*tag[:-1], depth + 1)
             if rng.random() < 0.5:
-                env.clock.alarm(0, fire, nxt, URGENT if rng.random() < 0.5 else NORMAL)
+                env.clock.at(env.now, fire, nxt, URGENT if rng.random() < 0.5 else NORMAL)
             else:
                 env.timeout(0).callbacks.append(lambda _e, t=nxt: fire(t))
 
     for i in range(300):
         at = rng.choice([0, 1, 5, 10, 10, 15, 20, 25, 30])
         if rng.random() < 0.5:
-            env.clock.alarm(at, fire, (i, 0), URGENT if rng.random() < 0.3 else NORMAL)
+            env.clock.at(env.now + at, fire, (i, 0), URGENT if rng.random() < 0.3 else NORMAL)
         else:
             env.timeout(at).callbacks.append(lambda _e, t=(i, 0): fire(t))
     for t in stop_times:

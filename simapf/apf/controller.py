@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
-from simapf.apf.clock import OTHER, Scheduler
+from simapf.clock import OTHER, Clock
 from simapf.apf.config import EffectiveConfig, build_effective_config
 from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import EstimationContext, ObjectStatsSource, WorkEstimator
@@ -82,7 +82,7 @@ class APFController:
     def __init__(
         self,
         objects: APFObjects | EffectiveConfig,
-        scheduler: Scheduler,
+        clock: Clock,
         listener: Listener,
         server_concurrency: int = DEFAULT_SERVER_CONCURRENCY,
         estimator: WorkEstimator | None = None,
@@ -94,7 +94,7 @@ class APFController:
     ) -> None:
         if server_concurrency <= 0:
             raise ValueError("server concurrency must be > 0")
-        self.scheduler = scheduler
+        self.clock = clock
         self.listener = listener
         self.server_concurrency = server_concurrency
         self.gates = gates
@@ -121,20 +121,20 @@ class APFController:
     def _build_levels(self) -> None:
         pls = self.config.priority_levels
         limits = compute_limits([level_spec(pl) for pl in pls.values()], self.server_concurrency)
-        now = self.scheduler.now()
+        now = self.clock.now
         for name, pl in pls.items():
             lim = limits[name]
             integrator = Integrator(now)
             queuing = pl.queuing
             if pl.is_exempt:
-                qs = QueueSet(name, self.scheduler, self.listener, lim.nominal_cl, queues=0,
+                qs = QueueSet(name, self.clock, self.listener, lim.nominal_cl, queues=0,
                               exempt=True, integrator=integrator)  # fmt: skip
             elif queuing is None:  # Reject
-                qs = QueueSet(name, self.scheduler, self.listener, lim.initial_current_cl, queues=0,
+                qs = QueueSet(name, self.clock, self.listener, lim.initial_current_cl, queues=0,
                               integrator=integrator)  # fmt: skip
             else:
                 qs = QueueSet(
-                    name, self.scheduler, self.listener, lim.initial_current_cl,
+                    name, self.clock, self.listener, lim.initial_current_cl,
                     queues=queuing.queues, hand_size=queuing.hand_size,
                     queue_length_limit=queuing.queue_length_limit,
                     wait_limit_ns=self.wait_limit_ns, integrator=integrator,
@@ -157,7 +157,7 @@ class APFController:
 
     def adjust_borrowing(self) -> dict[str, int]:
         """Recompute every level's CurrentCL from its seat demand, and apply it."""
-        current = self.adjuster.adjust(self.scheduler.now())
+        current = self.adjuster.adjust(self.clock.now)
         for name, cl in current.items():
             level = self.levels[name]
             level.context.current_cl = cl
@@ -174,8 +174,8 @@ class APFController:
             self._schedule_adjustment()
 
     def _schedule_adjustment(self) -> None:
-        when = self.scheduler.now() + BORROWING_ADJUSTMENT_PERIOD_NS
-        self.scheduler.call_at(when, OTHER, 0, self._periodic_adjustment, None)
+        when = self.clock.now + BORROWING_ADJUSTMENT_PERIOD_NS
+        self.clock.at(when, self._periodic_adjustment, None, OTHER)
 
     def _periodic_adjustment(self, _: object) -> None:
         if self._stopped:

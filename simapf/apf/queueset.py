@@ -28,7 +28,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import Any, Final, NamedTuple, Protocol
 
-from simapf.apf.clock import RELEASE, TIMEOUT, Scheduler
+from simapf.clock import RELEASE, TIMEOUT, Clock
 from simapf.apf.gomath import go_round
 from simapf.apf.integrator import Integrator
 from simapf.apf.shuffle import deal_hand
@@ -143,7 +143,7 @@ class QueueSet:
     def __init__(
         self,
         name: str,
-        scheduler: Scheduler,
+        clock: Clock,
         listener: Listener,
         concurrency_limit: int,
         queues: int = 64,
@@ -154,7 +154,7 @@ class QueueSet:
         integrator: Integrator | None = None,
     ) -> None:
         self.name = name
-        self.scheduler = scheduler
+        self.clock = clock
         self.listener = listener
         self.exempt = exempt
         self.cl = concurrency_limit
@@ -165,7 +165,7 @@ class QueueSet:
         self.wait_limit_ns = wait_limit_ns
         self._hands: dict[int, tuple[int, ...]] = {}
         self.r = 0
-        self.last_ns = scheduler.now()
+        self.last_ns = clock.now
         self.robin_index = -1
         self.enqueues = 0
         self.seats_in_use = 0
@@ -210,7 +210,7 @@ class QueueSet:
     def set_queuing(self, queues: int, hand_size: int, queue_length_limit: int) -> None:
         """Apply a queuing configuration. More queues appear at once; surplus queues are
         removed as they go empty. `queues == 0` makes a Reject level."""
-        self.sync(self.scheduler.now())
+        self.sync(self.clock.now)
         if queues > 0:
             if queues > len(self.queues):
                 self.queues.extend(Queue(i) for i in range(len(self.queues), queues))
@@ -222,7 +222,7 @@ class QueueSet:
 
     def set_concurrency_limit(self, concurrency_limit: int) -> None:
         """A new CurrentCL from the borrowing adjuster: nothing is pre-empted, a pass runs."""
-        self.sync(self.scheduler.now())
+        self.sync(self.clock.now)
         self.cl = concurrency_limit
         self.dispatch_as_much_as_possible()
 
@@ -246,7 +246,7 @@ class QueueSet:
 
     def arrive(self, req: Request) -> None:
         """A classified, estimated request reaches this level."""
-        now = self.scheduler.now()
+        now = self.clock.now
         self.sync(now)
         req.arrival_ns = now
         req.arrival_r = self.r
@@ -295,10 +295,10 @@ class QueueSet:
                 self._expiries.append(req)
                 if not self._expiry_timer_set:
                     self._expiry_timer_set = True
-                    self.scheduler.call_at(req.deadline_ns, TIMEOUT, req.seq, self._expire, None)
+                    self.clock.at(req.deadline_ns, self._expire, None, TIMEOUT)
             else:  # its own deadline, from server receipt: it may already have passed
                 when = req.deadline_ns if req.deadline_ns > now else now
-                self.scheduler.call_at(when, TIMEOUT, req.seq, self._time_out, req)
+                self.clock.at(when, self._time_out, req, TIMEOUT)
 
     def _choose_queue(self, flow_hash: int) -> Queue:
         hand = self._hands.get(flow_hash)
@@ -414,7 +414,7 @@ class QueueSet:
 
     def finish(self, req: Request) -> None:
         """The request's handler returned: its seats stay for the additional latency."""
-        now = self.scheduler.now()
+        now = self.clock.now
         self.sync(now)
         req.finish_ns = now
         self.reqs_executing -= 1
@@ -434,15 +434,13 @@ class QueueSet:
             self._release(req, now)
         else:
             req.state = LINGERING
-            self.scheduler.call_at(
-                now + req.additional_latency_ns, RELEASE, req.seq, self._release_after_latency, req
-            )
+            self.clock.at(now + req.additional_latency_ns, self._release_after_latency, req, RELEASE)
         # A pass after every finish, lingering seats or not: one fewer executing request can
         # let a wide request run alone, and the corrected charge can change the best head.
         self.dispatch_as_much_as_possible()
 
     def _release_after_latency(self, req: Request) -> None:
-        now = self.scheduler.now()
+        now = self.clock.now
         self.sync(now)
         self._release(req, now)
         self.dispatch_as_much_as_possible()
@@ -483,7 +481,7 @@ class QueueSet:
         set the timer for the first one still waiting."""
         self._expiry_timer_set = False
         expiries = self._expiries
-        now = self.scheduler.now()
+        now = self.clock.now
         while expiries:
             head = expiries[0]
             if head.state != WAITING:
@@ -493,13 +491,13 @@ class QueueSet:
                 self._time_out(head)
             else:
                 self._expiry_timer_set = True
-                self.scheduler.call_at(head.deadline_ns, TIMEOUT, head.seq, self._expire, None)
+                self.clock.at(head.deadline_ns, self._expire, None, TIMEOUT)
                 return
 
     def _time_out(self, req: Request) -> None:
         if req.state != WAITING:
             return
-        now = self.scheduler.now()
+        now = self.clock.now
         self.sync(now)
         q = req.queue
         assert q is not None

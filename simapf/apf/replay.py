@@ -4,14 +4,13 @@ This is how fair queuing is checked request by request: the trace says when each
 arrives, to which flow it belongs, its seats and how long its handler runs; the output says
 when it was dispatched or why it was rejected, and when its seats were released.
 
-The module imports only the APF queueset, simapf's file readers and the standard library, so that a replay of a
+The module imports only the APF queueset, simapf's clock and file readers and the standard library, so that a replay of a
 large trace spends its time replaying, not starting up.
 """
 
 from __future__ import annotations
 
 import csv
-from heapq import heappop, heappush
 import io
 import json
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from simapf.apf.clock import FINISH, EventLoop
 from simapf.apf.queueset import Listener, QueueSet, Request
 from simapf.apf.shuffle import flow_hash
+from simapf.clock import FINISH, EventLoop
 from simapf.errors import SimapfError
 from simapf.files import MAX_TEXT_BYTES, MAX_TRACE_BYTES, read_bytes
 
@@ -262,9 +261,7 @@ class _Recorder:
 
     def dispatched(self, req: Request) -> None:
         loop = self.loop
-        # Straight onto the loop's heap: (time, phase, seq) is unique per request, so the
-        # loop's own tie counter is not needed. This runs once per request.
-        heappush(loop._heap, (loop._now + self.services[req.seq], FINISH, req.seq, 0, self.qs.finish, req))
+        loop.at(loop.now + self.services[req.seq], self.qs.finish, req, FINISH)
         if self.observer is not None:
             self.observer.dispatched(req)
 
@@ -294,16 +291,10 @@ def replay(level: LevelSpec, trace: Trace, observer: Listener | None = None) -> 
     # Arrivals in time order, file order within an instant; everything else due at or
     # before an arrival's instant (releases, finishes, time-outs) runs before it.
     arrivals = sorted(requests, key=lambda r: r.arrival_ns)
-    heap = loop._heap
-    pop = heappop
+    advance_to = loop.advance_to
     arrive = qs.arrive
     for req in arrivals:
-        t = req.arrival_ns
-        while heap and heap[0][0] <= t:
-            when, _phase, _seq, _n, fn, arg = pop(heap)
-            loop._now = when
-            fn(arg)
-        loop._now = t
+        advance_to(req.arrival_ns)
         arrive(req)
     loop.run()
     return requests

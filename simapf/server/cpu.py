@@ -8,7 +8,7 @@ r = min(1, N/k) for k jobs on N cores.
 Cost per event is O(log n) with a virtual-work clock: V(t) = service one request has received
 since V was last reset, dV/dt = r. A job arriving at V0 with work w finishes when V reaches
 V0 + w, whatever happens to r meanwhile, so the heap of (V_finish, seq) never needs rekeying.
-One alarm (simapf.environment.Clock) is pending at a time, for the earliest completion
+One alarm (simapf.clock.Clock) is pending at a time, for the earliest completion
 (request or GC); when the rates change it is replaced by an earlier one if needed, and a
 later-than-needed one is just a wake-up that reschedules (generation counter), so arrivals that
 slow everyone down create no event.
@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Final
 
+from simapf.clock import FINISH
 from simapf.environment import Environment
 
 NS: Final = 1_000_000_000
@@ -72,7 +73,7 @@ class ProcessorSharing:
         if cores <= 0:
             raise ValueError("cores must be positive")
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.procs = float(procs) if procs is not None else float(cores)
         self.cores = min(float(cores), self.procs)
         self.gc_threads = float(gc_threads)
@@ -411,7 +412,7 @@ class ProcessorSharing:
             return  # an earlier wake-up is already set; it will reschedule
         self._pending_at = at
         self._gen += 1
-        self.clock.alarm(at - now, self._timer_cb, self._gen)  # wake-ups keep the order Timeouts had
+        self.clock.at(at, self._timer_cb, self._gen, FINISH)  # wake-ups keep the order Timeouts had
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._gen:

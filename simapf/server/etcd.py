@@ -46,8 +46,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-import simpy
-
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
@@ -82,10 +81,11 @@ class ReadIndexLoop:
     out wait for the next round, which starts as soon as it returns. No CPU is spent: a round is
     network time. `wait(then, arg)`: `then(arg)` once the read's round has returned."""
 
-    __slots__ = ("env", "round_ns", "_waiting", "_out", "_epoch", "rounds", "_confirmed_cb")
+    __slots__ = ("env", "clock", "round_ns", "_waiting", "_out", "_epoch", "rounds", "_confirmed_cb")
 
     def __init__(self, env: Environment, round_ns: int) -> None:
         self.env = env
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.round_ns = round_ns
         self._waiting: list[tuple[Callback, Any]] = []  # reads for the next round
         self._out: list[tuple[Callback, Any]] | None = None  # the round out, and its reads
@@ -103,10 +103,11 @@ class ReadIndexLoop:
         self._out = self._waiting
         self._waiting = []
         self.rounds += 1
-        self.env.timeout(self.round_ns, self._epoch).callbacks.append(self._confirmed_cb)
+        clock = self.clock
+        clock.at(clock.now + self.round_ns, self._confirmed_cb, self._epoch, FINISH)
 
-    def _confirmed(self, event: simpy.Event) -> None:
-        if event._value != self._epoch:
+    def _confirmed(self, epoch: int) -> None:
+        if epoch != self._epoch:
             return
         batch = self._out or []
         self._out = None
@@ -138,12 +139,12 @@ class EtcdMember:
     `discipline`), and its ReadIndex wait (None: one member, no wait)."""
 
     __slots__ = ("params", "env", "clock", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners",
-                 "read_index", "ranges")  # fmt: skip
+                 "read_index", "ranges", "_served_cb")  # fmt: skip
 
     def __init__(self, env: Environment, params: EtcdParams, read_index: ReadIndexLoop | None = None) -> None:
         self.params = params
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.read_index = read_index
         self.ranges = 0  # ranges started since the start
         c = params.concurrency
@@ -155,6 +156,7 @@ class EtcdMember:
         self._t_busy = env.now
         self._epoch = 0
         self._busy_owners: dict[int, int] = {}  # FIFO: ranges being served, per owner's id
+        self._served_cb = self._served  # bound once: a FIFO member serves every range through it
 
     def work(self, stored_bytes: float, objects: int = 0) -> float:
         """Server-seconds of one range read of `stored_bytes` in `objects` keys."""
@@ -183,11 +185,11 @@ class EtcdMember:
         self._busy += 1
         owner = id(_owner(callback))
         self._busy_owners[owner] = self._busy_owners.get(owner, 0) + 1
-        ev = self.env.timeout(max(1, int(round(work * NS))), (self._epoch, callback, arg))
-        ev.callbacks.append(self._served)
+        clock = self.clock
+        clock.at(clock.now + max(1, int(round(work * NS))), self._served_cb, (self._epoch, callback, arg), FINISH)
 
-    def _served(self, event: simpy.Event) -> None:
-        epoch, callback, arg = event._value
+    def _served(self, value: tuple[int, Callback, Any]) -> None:
+        epoch, callback, arg = value
         if epoch != self._epoch:
             return
         self._integrate()

@@ -35,10 +35,9 @@ list-memory.md §4, reduced to what moves heap size and CPU:
 
 from __future__ import annotations
 
-from typing import Final, Generator
+from typing import Final
 
-import simpy
-
+from simapf.clock import FINISH, RELEASE
 from simapf.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
@@ -64,7 +63,7 @@ class GoGC:
         self, env: Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
     ) -> None:
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.params = params
         self.memory = memory
         self.cpu = cpu
@@ -91,7 +90,8 @@ class GoGC:
         self.limiter_overflow_s = 0.0
         self.reset()
         if gp.force_period_s is not None and self.G is not None:
-            env.process(self._force_loop(int(gp.force_period_s * NS)))
+            # The first check at once, before the instant's other work, as a starting SimPy process had it.
+            self.clock.at(self.clock.now, self._force_check, int(gp.force_period_s * NS), RELEASE)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -359,13 +359,13 @@ class GoGC:
 
     # ------------------------------------------------------------------ forced GC
 
-    def _force_loop(self, period_ns: int) -> Generator[simpy.Event, None, None]:
-        env = self.env
-        while True:
-            due = self._last_end_ns + period_ns
-            now = env.now
-            if now >= due:
-                if self.enabled and not self.marking:
-                    self.start_cycle(forced=True)
-                due = now + period_ns
-            yield env.timeout(due - now)
+    def _force_check(self, period_ns: int) -> None:
+        """A forced cycle if none has ended for `period_ns`; the next check when one would be due."""
+        clock = self.clock
+        now = clock.now
+        due = self._last_end_ns + period_ns
+        if now >= due:
+            if self.enabled and not self.marking:
+                self.start_cycle(forced=True)
+            due = now + period_ns
+        clock.at(due, self._force_check, period_ns, FINISH)

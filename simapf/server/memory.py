@@ -78,7 +78,7 @@ class MemoryModel:
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
         """`seed` draws the Ps that encode buffers are taken and given back on."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         p = params.process
         self.nonheap_bytes = p.nonheap_bytes
         self.meta = 1.0 + p.heap_metadata_fraction

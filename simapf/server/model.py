@@ -15,11 +15,11 @@ request is a SimPy process: a request is a tuple passed between callbacks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Generator, Iterable, NamedTuple
+from typing import Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
-import simpy
 
+from simapf.clock import FINISH, RELEASE
 from simapf.environment import Environment
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
@@ -141,7 +141,7 @@ class ResourceModel:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
         default its own, from `params.etcd`)."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
         # The idle process's own work (baseline_cores) runs all the time: requests share the rest.
@@ -177,7 +177,7 @@ class ResourceModel:
         self._delivered_cb = self._delivered
         self._links: list[Link] = []  # client links that carried a response of this process
         self.held_bytes = params.request_memory.request_held_bytes
-        self._up_since_ns = env._now  # for the baseline CPU: time up, across restarts
+        self._up_since_ns = self.clock.now  # for the baseline CPU: time up, across restarts
         self.crd_bytes = 0.0  # live heap of the installed CRDs: every process, restarted or not, holds it
         self.openapi = OpenAPIv2Rebuilds(params, self.cpu, self.memory)
         self._up_s_before = 0.0
@@ -413,7 +413,7 @@ class ResourceModel:
     def _read(self, req: Running) -> None:
         delay = req.plan.write_delay_ns
         if delay:
-            self.clock.alarm(delay, self._delivered_cb, req)
+            self.clock.at(self.clock.now + delay, self._delivered_cb, req, FINISH)
         else:
             self._written(req)
 
@@ -549,7 +549,7 @@ class ResourceModel:
         self.process.went_down(now, reason)
         epoch = self.process.epoch
         delay = int(round(self.params.process.restart_s * NS))
-        self.env.timeout(delay, epoch).callbacks.append(self._restart_cb)
+        self.clock.at(self.clock.now + delay, self._restart_cb, epoch, FINISH)
 
     def _oom(self) -> None:
         # What the process had when the kernel killed it (at most the limit), and what the
@@ -563,8 +563,8 @@ class ResourceModel:
         mem.note_rss_reached(self.rss_at_oom_bytes)  # what it had when it was killed: its peak may be that
         self.kill("oom")
 
-    def _restart(self, event: simpy.Event) -> None:
-        if event._value != self.process.epoch or self.up:
+    def _restart(self, epoch: int) -> None:
+        if epoch != self.process.epoch or self.up:
             return
         now = self.clock.now
         self.up = True
@@ -671,23 +671,21 @@ class ResourceModel:
         )
 
 
-def sample_every(
-    model: ResourceModel, interval_ns: int, sink: Callable[[ServerSnapshot], None]
-) -> simpy.Process:
-    """Start a SimPy process that passes `model.snapshot()` to `sink` every `interval_ns`.
+def sample_every(model: ResourceModel, interval_ns: int, sink: Callable[[ServerSnapshot], None]) -> None:
+    """Pass `model.snapshot()` to `sink` now, before the instant's other work, and every
+    `interval_ns` after.
 
     A snapshot reads the model without changing it, so sampling, at any interval, leaves the
     run as it would be without it."""
     if interval_ns <= 0:
         raise ValueError("interval_ns must be positive")
-    env = model.env
+    clock = model.clock
 
-    def loop() -> Generator[simpy.Event, None, None]:
-        while True:
-            sink(model.snapshot())
-            yield env.timeout(interval_ns)
+    def sample(_arg: object) -> None:
+        sink(model.snapshot())
+        clock.at(clock.now + interval_ns, sample, None, FINISH)
 
-    return env.process(loop())
+    clock.at(clock.now, sample, None, RELEASE)
 
 
 def _nothing(_arg: object) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.cpu import ProcessorSharing
 
@@ -30,7 +31,7 @@ class Link:
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.stream_bytes_per_s = float(stream_bytes_per_s)
         self.link_bytes_per_s = link_bytes_per_s
         # With a shared limit, work is in seconds of one stream at full pace and the link serves
@@ -50,7 +51,7 @@ class Link:
             return
         self._writing += 1
         delay = int(nbytes * 1e9 / self.stream_bytes_per_s + 0.999999)  # whole ns, rounded up
-        self.clock.alarm(delay, self._done_cb, (self._epoch, callback, arg))
+        self.clock.at(self.clock.now + delay, self._done_cb, (self._epoch, callback, arg), FINISH)
 
     def _done(self, value: tuple[int, Callable[[Any], None], Any]) -> None:
         epoch, callback, arg = value

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Callable, Final
 
-from simapf.environment import Clock
+from simapf.clock import FINISH
+from simapf.environment import RunClock
 from simapf.server.cpu import NS
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel
@@ -35,7 +36,7 @@ class OwnAllocation:
 
     __slots__ = ("clock", "gc", "memory", "process", "rate", "allocate", "_last_ns", "_epoch", "_tick_cb")
 
-    def __init__(self, clock: Clock, gc: GoGC, memory: MemoryModel, process: ServerProcessState,
+    def __init__(self, clock: RunClock, gc: GoGC, memory: MemoryModel, process: ServerProcessState,
                  rate: float, allocate: Callable[[float], bool]) -> None:  # fmt: skip
         self.clock = clock
         self.gc = gc
@@ -56,7 +57,7 @@ class OwnAllocation:
         self._schedule()
 
     def _schedule(self) -> None:
-        self.clock.alarm(self._step_ns(), self._tick_cb, self._epoch)
+        self.clock.at(self.clock.now + self._step_ns(), self._tick_cb, self._epoch, FINISH)
 
     def _step_ns(self) -> int:
         """How long the next step lasts: see the module's docstring."""

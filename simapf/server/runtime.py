@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
 
-from simapf.apf.clock import FINISH
 from simapf.apf.config import bootstrap_objects
 from simapf.apf.controller import DEFAULT_WAIT_LIMIT_NS, APFController
 from simapf.apf.estimators import ObjectStatsSource, WorkEstimator
@@ -25,6 +24,7 @@ from simapf.apf.objects import APFObjects
 from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
+from simapf.clock import FINISH
 from simapf.environment import Environment
 from simapf.server.model import CachedResource, ResourceModel, ServerSnapshot
 from simapf.server.network import Link
@@ -41,24 +41,6 @@ OK: Final = "ok"
 REJECTED: Final = "rejected"  # HTTP 429 from APF; `reason` says queue-full, time-out or concurrency-limit
 UNAVAILABLE: Final = "unavailable"  # the process was down: connection refused
 FAILED: Final = "failed"  # the process died while holding the request, or the request failed (a 500)
-
-
-class SimPyScheduler:
-    """The APF core's clock on a SimPy environment (time in ns). Callbacks due at the same
-    instant run by phase (the SimPy priority), then in scheduling order."""
-
-    __slots__ = ("env", "clock")
-
-    def __init__(self, env: Environment) -> None:
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
-
-    def now(self) -> int:
-        return self.clock.now
-
-    def call_at(self, when_ns: int, phase: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
-        clock = self.clock
-        clock.alarm(when_ns - clock.now, fn, arg, phase)
 
 
 class ServerRequest:
@@ -180,10 +162,9 @@ class SimulatedAPIServer:
         `replica`: its number among the apiserver replicas; `etcd`: the etcd they share (by
         default one of its own)."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.replica = replica
         self.admission = admission
-        self.scheduler = SimPyScheduler(env)
         self.model = ResourceModel(env, params, rng, etcd)
         # What each new APF controller is built from (after a restart or a reconfiguration).
         self._apf_objects = apf_objects if apf_objects is not None else bootstrap_objects()
@@ -193,7 +174,7 @@ class SimulatedAPIServer:
         self._object_stats = object_stats
         self._wait_limit_ns = wait_limit_ns
         self.incarnation = 0
-        self.up_since_ns = env._now  # when this process started: its watch caches hold history from then
+        self.up_since_ns = self.clock.now  # when this process started: its watch caches hold history from then
         self.watch_tracker = WatchTracker()  # open watches; emptied when the process dies
         # Whether the response of the request being estimated is streamed: the work estimator
         # asks (EstimationContext.response_streamed) while `submit` hands the request to APF, as
@@ -214,7 +195,7 @@ class SimulatedAPIServer:
 
     def _new_apf(self) -> APFController:
         apf = APFController(
-            self._apf_objects, self.scheduler, self, server_concurrency=self._server_concurrency,
+            self._apf_objects, self.clock, self, server_concurrency=self._server_concurrency,
             estimator=self._estimator, object_stats=self._object_stats, gates=self._gates,
             wait_limit_ns=self._wait_limit_ns, watch_tracker=self.watch_tracker,
             response_streamed=self._response_streamed,
@@ -457,7 +438,7 @@ class SimulatedAPIServer:
     def _run_handler(self, rec: ServerRequest, req: Request) -> None:
         cost = rec.cost
         if rec.service_ns is not None or cost is None:  # a fixed service time
-            self.scheduler.call_at(self.clock.now + (rec.service_ns or 0), FINISH, req.seq, self._handler_returned, req)
+            self.clock.at(self.clock.now + (rec.service_ns or 0), self._handler_returned, req, FINISH)
             return
 
         def handler_returned(_now_ns: int) -> None:

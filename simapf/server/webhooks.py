@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S
+from simapf.clock import FINISH, Clock
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,11 @@ class Webhook:
 class Admission:
     """The webhooks of one apiserver; `admit` runs a request through those that match."""
 
-    def __init__(self, specs: list[WebhookSpec], rng: np.random.Generator,
-                 call_at: Callable[[int, Callable], None]) -> None:  # fmt: skip
+    def __init__(self, specs: list[WebhookSpec], rng: np.random.Generator, clock: Clock) -> None:
         # Mutating webhooks first, then validating: upstream's order.
         ordered = [s for s in specs if s.mutating] + [s for s in specs if not s.mutating]
         self.webhooks = [Webhook(s, rng) for s in ordered]
-        self.call_at = call_at  # call_at(delay_ns, fn): fn() after delay_ns
+        self.clock = clock
 
     def matching(self, verb: str, resource: str) -> list[Webhook]:
         return [w for w in self.webhooks if w.spec.matches(verb, resource)]
@@ -102,6 +102,11 @@ class Admission:
         hook = hooks[i]
         delay, timed_out = hook.call(now_ns)
         if timed_out and hook.spec.failure_policy == "Fail":
-            self.call_at(delay, lambda: done(f"webhook {hook.spec.name} timed out"))
+            self._after(delay, lambda _: done(f"webhook {hook.spec.name} timed out"))
             return
-        self.call_at(delay, lambda: self._next(hooks, i + 1, now_ns + delay, done))
+        self._after(delay, lambda _: self._next(hooks, i + 1, now_ns + delay, done))
+
+    def _after(self, delay_ns: int, fn: Callable[[None], None]) -> None:
+        """The webhook's answer, `delay_ns` from now: the resource model's work that ends."""
+        clock = self.clock
+        clock.at(clock.now + delay_ns, fn, None, FINISH)

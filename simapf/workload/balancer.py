@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S
+from simapf.clock import ARRIVAL
 
 if TYPE_CHECKING:
     from simapf.server.runtime import SimulatedAPIServer
@@ -153,7 +153,7 @@ class LoadBalancer:
         if not self.health_check_ns:
             self.in_pool[i] = server.up
             return
-        server.scheduler.call_at(now_ns + self.health_check_ns, ARRIVAL, 0, self._checked, i)
+        server.clock.at(now_ns + self.health_check_ns, self._checked, i, ARRIVAL)
 
     def _checked(self, i: int) -> None:
         # A health check sees the state the replica is in when it looks.

@@ -21,10 +21,10 @@ from typing import Callable, Final
 
 import numpy as np
 
-from simapf.apf.clock import ARRIVAL
 from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
-from simapf.environment import Clock
+from simapf.clock import ARRIVAL
+from simapf.environment import RunClock
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link
@@ -108,21 +108,6 @@ class ClientStats:
             log.outcome.append(_TIMED_OUT)
         else:
             log.outcome.append(_OUTCOME_CODE.get(rec.outcome, 4))
-
-
-class Timers:
-    """Callbacks at a delay on the simulation clock."""
-
-    __slots__ = ("clock",)
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-
-    def now(self) -> int:
-        return self.clock.now
-
-    def after(self, delay_ns: int, fn: Callable, arg: object = None) -> None:
-        self.clock.alarm(max(0, int(delay_ns)), fn, arg, ARRIVAL)
 
 
 def token_bucket(spec: RateLimit | None) -> "TokenBucket | None":
@@ -269,16 +254,16 @@ class _Call:
 class Requester:
     """A client-go REST client of one client instance."""
 
-    __slots__ = ("cluster", "timers", "retry", "bucket", "stats", "active", "client", "processor", "link",
+    __slots__ = ("cluster", "clock", "retry", "bucket", "stats", "active", "client", "processor", "link",
                  "half_rtt_ns", "conn")  # fmt: skip
 
-    def __init__(self, cluster: Cluster, timers: Timers, retry: RetryPolicy, rate_limit: RateLimit | None,
+    def __init__(self, cluster: Cluster, clock: RunClock, retry: RetryPolicy, rate_limit: RateLimit | None,
                  stats: ClientStats, client: str = "", processing: ClientProcessing | None = None,
                  link: Link | None = None, rtt_s: float = 0.0, cache_write_s: float = 0.0,
                  cores: list[int] | None = None) -> None:  # fmt: skip
         self.client = client  # the scenario client's name, for request records
         self.cluster = cluster
-        self.timers = timers
+        self.clock = clock
         self.retry = retry
         self.bucket = token_bucket(rate_limit)
         self.stats = stats
@@ -294,20 +279,20 @@ class Requester:
         """Send a request (Cluster.send's options), retrying 429s as client-go does;
         `on_result(request)` once, with its final outcome, after the client has processed it;
         `on_arrived(request)` as a successful response arrives, before that."""
-        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.timers.clock.now,
+        self._attempt(_Call(attrs, encoding, on_result, selectivity, page, object_bytes, since, self.clock.now,
                             self.stats.attempts_of(attrs.verb), on_arrived))  # fmt: skip
 
     def _attempt(self, call: _Call) -> None:
         if not self.active:
             return
         if self.bucket is not None:
-            wait = self.bucket.reserve(self.timers.clock.now)
+            wait = self.bucket.reserve(self.clock.now)
             if wait:
                 self.stats.throttle_wait_ns += wait
-                self.timers.after(wait + self.half_rtt_ns, self._send, call)
+                self.clock.at(self.clock.now + wait + self.half_rtt_ns, self._send, call, ARRIVAL)
                 return
         if self.half_rtt_ns:
-            self.timers.after(self.half_rtt_ns, self._send, call)  # on its way to the server
+            self.clock.at(self.clock.now + self.half_rtt_ns, self._send, call, ARRIVAL)  # on its way to the server
             return
         self._send(call)
 
@@ -328,7 +313,7 @@ class Requester:
             _abandon(call)
             return
         if self.half_rtt_ns:
-            self.timers.after(self.half_rtt_ns, self._arrived, (call, rec))  # on its way back
+            self.clock.at(self.clock.now + self.half_rtt_ns, self._arrived, (call, rec), ARRIVAL)  # on its way back
             return
         self._arrived((call, rec))
 
@@ -337,7 +322,7 @@ class Requester:
         if not self.active:
             _abandon(call)
             return
-        now = self.timers.clock.now
+        now = self.clock.now
         if call.on_arrived is not None and rec.outcome == OK:
             call.on_arrived(rec)
         if self.processor is not None:
@@ -345,7 +330,7 @@ class Requester:
             delay, work = self.processor.take(rec, now)
             if delay:
                 self.stats.processing_ns += work
-                self.timers.after(delay, self._processed, (call, rec, now))
+                self.clock.at(self.clock.now + delay, self._processed, (call, rec, now), ARRIVAL)
                 return
         self._act(call, rec, now)
 
@@ -363,7 +348,7 @@ class Requester:
             counts.retries += 1
             self.stats.retries += 1
             wait_s = rec.retry_after_s if self.retry.honour_retry_after else self.retry.fallback_wait_s
-            self.timers.after(int(wait_s * NS_PER_S), self._attempt, call)
+            self.clock.at(self.clock.now + int(wait_s * NS_PER_S), self._attempt, call, ARRIVAL)
             return
         counts.outcomes += 1
         self.stats.outcome(rec.outcome)

@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.clock import ARRIVAL
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import DiscoveryClient, MutatorClient, OpenLoopClient, RequestTemplate
 from simapf.server.network import Link
@@ -112,7 +113,8 @@ class _TemplateSender(Instance):
                 on_complete(ok)
 
         w = cluster.open_watch(attrs, share, lambda reason: finish(False), rec, t.encoding)
-        self.ctx.timers.after(int(t.watch_duration_s * NS_PER_S), lambda _: finish(True))
+        clock = self.ctx.clock
+        clock.at(clock.now + int(t.watch_duration_s * NS_PER_S), lambda _: finish(True), None, ARRIVAL)
 
 
 class OpenLoopInstance(_TemplateSender):
@@ -125,14 +127,14 @@ class OpenLoopInstance(_TemplateSender):
         self.ramp: RampingArrivals | None = None
         if spec.ramp_up_s > 0:
             self.ramp = RampingArrivals(rng, spec.arrivals == "constant", spec.rate_per_s, spec.ramp_up_s,
-                                        self.ctx.timers.now())  # fmt: skip
+                                        self.ctx.clock.now)  # fmt: skip
         self.constant_gap_ns = int(mean_gap_ns) if spec.arrivals == "constant" else None
         self.gaps = PoissonGaps(rng, mean_gap_ns)
-        self.ctx.timers.after(self._gap(), self._arrive)
+        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, ARRIVAL)
 
     def _gap(self) -> int:
         if self.ramp is not None:
-            return self.ramp.next_at_ns() - self.ctx.timers.now()
+            return max(0, self.ramp.next_at_ns() - self.ctx.clock.now)
         return self.constant_gap_ns if self.constant_gap_ns is not None else self.gaps.next_ns()
 
     def _arrive(self, _=None) -> None:
@@ -147,7 +149,7 @@ class OpenLoopInstance(_TemplateSender):
             self._send_counted()
         else:
             group.held.append(self)
-        self.ctx.timers.after(self._gap(), self._arrive)
+        self.ctx.clock.at(self.ctx.clock.now + self._gap(), self._arrive, None, ARRIVAL)
 
     def _send_counted(self, _=None) -> None:
         """Send one request that holds a slot of the group's `max_in_flight` until it returns."""
@@ -165,7 +167,7 @@ class OpenLoopInstance(_TemplateSender):
                 # The slot passes to the oldest held request, sent from a fresh event rather than
                 # from inside the server's completion callback.
                 group.outstanding += 1
-                self.ctx.timers.after(0, inst._send_counted)
+                self.ctx.clock.at(self.ctx.clock.now, inst._send_counted, None, ARRIVAL)
                 break
 
 
@@ -243,8 +245,8 @@ class ClosedLoopInstance(_TemplateSender):
         else:
             pause = self.think.exponential(mean_ns) if mean_ns > 0 else 0
         if not ok:
-            pause = max(pause, self.backoff.next_ns(self.ctx.timers.now()))
-        self.ctx.timers.after(int(pause), self._next)
+            pause = max(pause, self.backoff.next_ns(self.ctx.clock.now))
+        self.ctx.clock.at(self.ctx.clock.now + int(pause), self._next, None, ARRIVAL)
 
 
 class MutatorInstance(Instance):
@@ -257,7 +259,7 @@ class MutatorInstance(Instance):
         w = np.array([spec.mix[v] for v in self.verbs], dtype=float)
         self.cum = np.cumsum(w / w.sum())
         self.objects = self.group.resource(spec.resource)
-        self.ctx.timers.after(self.gaps.next_ns(), self._arrive)
+        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, ARRIVAL)
 
     def _arrive(self, _=None) -> None:
         if not self.active:
@@ -274,7 +276,7 @@ class MutatorInstance(Instance):
             name = f"obj-{int(self.rng.integers(1_000_000))}"
         attrs = self.attrs(verb, spec.resource, ns, name=name)
         self.requester.do(attrs, spec.encoding, lambda rec: self._written(rec, verb, ns or "", size), object_bytes=size)
-        self.ctx.timers.after(self.gaps.next_ns(), self._arrive)
+        self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, ARRIVAL)
 
     def _written(self, rec: ServerRequest, verb: str, ns: str, size: float) -> None:
         if rec.outcome != OK and not (rec.outcome == FAILED and rec.reason == "network"):
@@ -311,7 +313,7 @@ class DiscoveryInstance(Instance):
     def _run(self, _=None) -> None:
         if not self.active:
             return
-        self.run_started = self.ctx.timers.now()
+        self.run_started = self.ctx.clock.now
         # Every run is a new kubectl process: its token bucket starts full (if it has one).
         self.requester.bucket = token_bucket(self.group.spec.discovery_rate_limit)
         paths = self._paths()
@@ -336,9 +338,9 @@ class DiscoveryInstance(Instance):
     def _finished(self) -> None:
         stats = self.group.stats
         stats.runs += 1
-        stats.run_durations_ns.append(self.ctx.timers.now() - self.run_started)
+        stats.run_durations_ns.append(self.ctx.clock.now - self.run_started)
         interval_ns = self.group.spec.interval_s * NS_PER_S
-        self.ctx.timers.after(int(self.gaps.exponential(interval_ns)), self._run)
+        self.ctx.clock.at(self.ctx.clock.now + int(self.gaps.exponential(interval_ns)), self._run, None, ARRIVAL)
 
 
 
@@ -386,7 +388,8 @@ class ClientGroup:
     def _launch_at(self, delay_ns: int) -> None:
         inst = self._cls(self, len(self.instances))
         self.instances.append(inst)
-        self.ctx.timers.after(delay_ns, lambda _: inst.start() if inst.active else None)
+        clock = self.ctx.clock
+        clock.at(clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, ARRIVAL)
 
     def set_count(self, n: int) -> None:
         """Add instances (started now) or stop the newest ones."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Final, NamedTuple
 
-from simapf.apf.clock import ARRIVAL
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.clock import ARRIVAL
 from simapf.environment import Environment
 from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
                                        watch_trigger)  # fmt: skip
@@ -73,7 +73,7 @@ class Cluster:
     def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.Clock)
+        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
         self.servers = servers
         self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory
@@ -168,7 +168,7 @@ class Cluster:
         rec.outcome = UNAVAILABLE
         rec.reason = "network"
         rec.done_ns = self.clock.now
-        self.clock.alarm(0, on_done, rec, ARRIVAL)
+        self.clock.at(self.clock.now, on_done, rec, ARRIVAL)
 
     def _cost(self, server: SimulatedAPIServer, attrs: RequestAttributes, encoding: str, selectivity: float,
               page: int, object_bytes: float) -> RequestCost | None:  # fmt: skip
@@ -349,7 +349,7 @@ class Cluster:
         if not self.network_up or rec.incarnation != server.incarnation or not server.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
-            self.clock.alarm(0, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
+            self.clock.at(self.clock.now, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
             return w
         w.held = held
         w.token = server.watch_tracker.register(attrs)
@@ -426,7 +426,7 @@ class Cluster:
                 if w.trigger is not None:
                     if not in_scope or (w.by_node and node is not None and w.trigger != node):
                         continue
-                    share = min(1.0, w.share * nodes) if w.by_node and node is not None else w.share
+                    share = min(1.0, w.share * nodes) if w.by_node and node is not None and nodes else w.share
                 elif in_scope:
                     share = w.share
                     if share < 1.0:

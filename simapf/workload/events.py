@@ -7,6 +7,7 @@ from typing import Callable, Mapping, Sequence
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.objects import APFObjects
 from simapf.apf.types import NS_PER_S
+from simapf.clock import ARRIVAL
 from simapf.scenario import schema
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.clients import ClientGroup
@@ -29,7 +30,7 @@ class EventRunner:
 
     def schedule(self, events: list) -> None:
         for i, e in enumerate(events):
-            self.ctx.timers.after(int(e.at_s * NS_PER_S), self._fire, (i, e))
+            self.ctx.clock.at(self.ctx.clock.now + int(e.at_s * NS_PER_S), self._fire, (i, e), ARRIVAL)
 
     def _fire(self, item) -> None:
         i, e = item
@@ -37,7 +38,7 @@ class EventRunner:
         if isinstance(e, schema.OutageEvent):
             end_ns = int((e.at_s + e.duration_s) * NS_PER_S)
             cluster.network_down(e.relist, end_ns)
-            self.ctx.timers.after(end_ns - self.ctx.timers.now(), lambda _: cluster.network_restored())
+            self.ctx.clock.at(max(self.ctx.clock.now, end_ns), lambda _: cluster.network_restored(), None, ARRIVAL)
         elif isinstance(e, schema.RestartEvent):
             cluster.servers[e.replica].kill("restart")
         elif isinstance(e, schema.RampEvent):
@@ -66,7 +67,7 @@ class EventRunner:
             create(None, crds.count)
             return
         for k in range(1, crds.count + 1):
-            self.ctx.timers.after(int(e.over_s * NS_PER_S * k / crds.count), create)
+            self.ctx.clock.at(self.ctx.clock.now + int(e.over_s * NS_PER_S * k / crds.count), create, None, ARRIVAL)
 
     def _ramp(self, group: ClientGroup, e: schema.RampEvent) -> None:
         start = group.active_count
@@ -79,7 +80,8 @@ class EventRunner:
         direction = 1 if e.to_count > start else -1
         for k in range(1, steps + 1):
             delay = int(e.over_s * NS_PER_S * k / steps)
-            self.ctx.timers.after(delay, lambda _, n=start + direction * k: group.set_count(n))
+            clock = self.ctx.clock
+            clock.at(clock.now + delay, lambda _, n=start + direction * k: group.set_count(n), None, ARRIVAL)
 
 
 def install_crds(inventory: Inventory, servers: Sequence[SimulatedAPIServer], crds: schema.CrdGroup, count: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
+from simapf.clock import ARRIVAL
 from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
 from simapf.workload.clientgo import Backoff
@@ -134,7 +135,8 @@ class InformerInstance(Instance):
 
     def _relist_later(self) -> None:
         self.synced = False
-        self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._list_and_watch)
+        clock = self.ctx.clock
+        clock.at(clock.now + self.backoff.next_ns(clock.now), self._list_and_watch, None, ARRIVAL)
 
     # ---------------------------------------------------------------- watching
 
@@ -158,7 +160,8 @@ class InformerInstance(Instance):
             self._relist_later()
         else:
             # Connection refused, 429s past the retries, the process died: back off, re-watch.
-            self.ctx.timers.after(self.backoff.next_ns(self.ctx.timers.now()), self._start_watch)
+            clock = self.ctx.clock
+            clock.at(clock.now + self.backoff.next_ns(clock.now), self._start_watch, None, ARRIVAL)
 
     def _opened(self, attrs: RequestAttributes, rec: ServerRequest) -> None:
         self.watch = watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
@@ -167,7 +170,7 @@ class InformerInstance(Instance):
     def _watching(self, watch: OpenWatch) -> None:
         self.watching = True
         timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
-        self.ctx.timers.after(timeout_ns, lambda _: self._timed_out(watch))
+        self.ctx.clock.at(self.ctx.clock.now + timeout_ns, lambda _: self._timed_out(watch), None, ARRIVAL)
 
     def _timed_out(self, watch: OpenWatch) -> None:
         if not self.active or watch is not self.watch or not watch.open:
@@ -176,7 +179,7 @@ class InformerInstance(Instance):
         self.watch = None
         self.watching = False
         # Bookmarks kept the resourceVersion current, on the replica that served the watch.
-        self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
+        self.rv = (self.ctx.clock.now, watch.replica, watch.incarnation)
         self._start_watch()
 
     def _broken(self, _reason: str) -> None:
@@ -190,7 +193,7 @@ class InformerInstance(Instance):
         # served it: that process's successor answers 410; another replica whose watch cache
         # started earlier can resume from it.
         if watch is not None:
-            self.rv = (self.ctx.timers.now(), watch.replica, watch.incarnation)
+            self.rv = (self.ctx.clock.now, watch.replica, watch.incarnation)
         # client-go's watch loop re-watches at once when a stream closes; only a refused
         # attempt (handled in _watch_answer) backs off.
         self._start_watch()

@@ -16,9 +16,10 @@ from typing import Any, Callable, Final, Protocol
 import numpy as np
 
 from simapf.apf.types import ListOptions, RequestAttributes
+from simapf.environment import RunClock
 from simapf.scenario.schema import Identity, RequestTemplate
 from simapf.server.network import Link
-from simapf.workload.clientgo import ClientStats, Requester, Timers
+from simapf.workload.clientgo import ClientStats, Requester
 from simapf.workload.cluster import Cluster
 from simapf.workload.inventory import ResourceObjects
 
@@ -81,9 +82,9 @@ def user_info(identity: Identity, i: int) -> tuple[str, tuple[str, ...]]:
 class Context:
     """What every client instance shares: the clock, the cluster, the run's seed, client gates."""
 
-    def __init__(self, cluster: Cluster, timers: Timers, seed: int, watch_list_client: bool) -> None:
+    def __init__(self, cluster: Cluster, clock: RunClock, seed: int, watch_list_client: bool) -> None:
         self.cluster = cluster
-        self.timers = timers
+        self.clock = clock
         self.seed = seed
         self.watch_list_client = watch_list_client
 
@@ -139,7 +140,7 @@ class Instance:
         # on it. Not a writer's: its write takes effect at the server (inventory, watch events)
         # whatever the client then does with the response, and nothing it does waits for one.
         processing = group.spec.processing if group.spec.kind != "mutator" else None
-        self.requester = Requester(group.ctx.cluster, group.ctx.timers, group.spec.retry, rate_limit,
+        self.requester = Requester(group.ctx.cluster, group.ctx.clock, group.spec.retry, rate_limit,
                                    group.stats, group.spec.name, processing, group.link,
                                    group.spec.network.rtt_s,
                                    cache_write_s=getattr(group.spec, "cache_fsync_s", None) or 0.0,

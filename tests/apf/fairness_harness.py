@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simapf.apf.clock import ARRIVAL, FINISH, RELEASE, EventLoop
+from simapf.clock import EventLoop, Phase
 from simapf.apf.integrator import Integrator, IntegratorResults
 from simapf.apf.queueset import EXECUTING, REJECTED, WAITING, QueueSet, Request
 
@@ -214,7 +214,7 @@ class _Thread:
             return
         run = self.run
         c = self.client
-        now = run.loop.now()
+        now = run.loop.now
         run.demand_check_add(now, c.max_seats)
         run.request_seq += 1
         req = Request(
@@ -234,27 +234,27 @@ class _Thread:
         run = self.run
         c = self.client
         loop = run.loop
-        now = loop.now()
+        now = loop.now
         run.executions[self.i] += 1
         run.exec_seats[self.i].add(now, c.initial_seats)
         run.schedule(now + c.exec_ns + c.think_ns, run.call_phase, self.call, k + 1)
-        run.schedule(now + c.exec_ns, FINISH, self.end_exec, req)
+        run.schedule(now + c.exec_ns, Phase.FINISH, self.end_exec, req)
 
     def end_exec(self, req: Request) -> None:
         run = self.run
         c = self.client
-        now = run.loop.now()
+        now = run.loop.now
         run.exec_seats[self.i].add(now, -c.initial_seats)
         # The client's own account of seat demand ends after the pad, whatever the level does.
         if c.pad_ns:
-            run.schedule(now + c.pad_ns, RELEASE, run.demand_check_return, c.max_seats)
+            run.schedule(now + c.pad_ns, Phase.RELEASE, run.demand_check_return, c.max_seats)
         else:
             run.demand_check_add(now, -c.max_seats)
         run.qs.finish(req)
 
     def failed(self, k: int) -> None:
         run = self.run
-        now = run.loop.now()
+        now = run.loop.now
         run.failed += 1
         run.rejects[self.i] += 1
         run.failures.append((self.i, self.j, k, now))
@@ -296,21 +296,19 @@ class _Run:
         self.failed = 0
         self.failures: list[tuple[int, int, int, int]] = []  # (client, thread, call, when)
         self.request_seq = 0
-        self.event_seq = 0
         self.found_after_arrival = True
         self.idle_violations = 0
 
     # -- clock helpers
     def schedule(self, when: int, phase: int, fn, arg) -> None:
-        self.event_seq += 1
-        self.loop.call_at(when, phase, self.event_seq, fn, arg)
+        self.loop.at(when, fn, arg, phase)
 
     def demand_check_add(self, now: int, delta: int) -> None:
         self._demand += delta
         self.demand_check.set(now, self._demand)
 
     def demand_check_return(self, seats: int) -> None:
-        self.demand_check_add(self.loop.now(), -seats)
+        self.demand_check_add(self.loop.now, -seats)
 
     # -- the level's listener protocol
     def dispatched(self, req: Request) -> None:
@@ -329,8 +327,8 @@ class _Run:
 # Phase of a client's call among the callbacks due at one instant. By default calls come last
 # (after seat releases, execution ends and time-outs); CALLS_FIRST puts them before everything,
 # the other extreme of the orders upstream's goroutines may take.
-CALLS_LAST = ARRIVAL
-CALLS_FIRST = RELEASE - 1
+CALLS_LAST = Phase.ARRIVAL
+CALLS_FIRST = Phase.RELEASE - 1
 
 
 def run_scenario(
@@ -394,7 +392,7 @@ def run_scenario(
         failures=run.failures,
         found_after_arrival=run.found_after_arrival,
         idle_violations=run.idle_violations,
-        end_ns=run.loop.now(),
+        end_ns=run.loop.now,
     )
 
 

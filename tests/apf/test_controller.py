@@ -2,7 +2,7 @@
 
 import pytest
 
-from simapf.apf.clock import ARRIVAL, FINISH, EventLoop
+from simapf.clock import EventLoop, Phase
 from simapf.apf.config import bootstrap_objects, parse_objects
 from simapf.apf.controller import APFController
 from simapf.apf.integrator import Integrator
@@ -57,7 +57,7 @@ class ClosedLoop:
         self.seq = 0
         for flow, n in enumerate(clients_per_flow):
             for _ in range(n):
-                self.loop.call_at(0, ARRIVAL, self._next_seq(), self.send, flow)
+                self.loop.at(0, self.send, flow, Phase.ARRIVAL)
         self.apf.start_borrowing()
 
     def _next_seq(self):
@@ -71,11 +71,11 @@ class ClosedLoop:
 
     def _change(self, flow, delta):
         self.count[flow] += delta
-        self.executing[flow].set(self.loop.now(), self.count[flow])
+        self.executing[flow].set(self.loop.now, self.count[flow])
 
     def dispatched(self, req):
         self._change(req.payload, +1)
-        self.loop.call_at(self.loop.now() + 250 * MS, FINISH, req.seq, self._done, req)
+        self.loop.at(self.loop.now + 250 * MS, self._done, req, Phase.FINISH)
 
     def _done(self, req):
         self._change(req.payload, -1)
@@ -97,10 +97,10 @@ def test_upstream_borrowing_scenario(lendable, borrowing):
     sim = ClosedLoop(borrowing_objects(lendable, borrowing), (24, 6), server_concurrency=24)
     sim.loop.run(until_ns=10 * NS_PER_S)  # warm-up: the adjuster senses the load
     for integrator in sim.executing.values():
-        integrator.reset(sim.loop.now())
+        integrator.reset(sim.loop.now)
     sim.loop.run(until_ns=25 * NS_PER_S)
-    flow0 = sim.executing[0].reset(sim.loop.now()).average
-    flow1 = sim.executing[1].reset(sim.loop.now()).average
+    flow0 = sim.executing[0].reset(sim.loop.now).average
+    flow1 = sim.executing[1].reset(sim.loop.now).average
     # upstream's acceptance bands
     assert 15.5 <= flow0 <= 16.1
     assert 5.5 <= flow1 <= 6.1
@@ -110,11 +110,11 @@ def test_without_borrowing_the_busy_level_stays_at_its_idle_limit():
     """The same load with the adjuster never run after start-up: flow 0 is held to the idle
     CurrentCL (10), which shows the scenario above really depends on borrowing."""
     sim = ClosedLoop(borrowing_objects((50, 33), (67, 50)), (24, 6), server_concurrency=24)
-    sim.loop._heap = [e for e in sim.loop._heap if e[1] != 4]  # drop the adjuster's timer
+    sim.loop.heap = [e for e in sim.loop.heap if e[1] != 4]  # drop the adjuster's timer
     sim.loop.run(until_ns=10 * NS_PER_S)
-    sim.executing[0].reset(sim.loop.now())
+    sim.executing[0].reset(sim.loop.now)
     sim.loop.run(until_ns=20 * NS_PER_S)
-    assert sim.executing[0].reset(sim.loop.now()).average == pytest.approx(10, abs=0.01)
+    assert sim.executing[0].reset(sim.loop.now).average == pytest.approx(10, abs=0.01)
 
 
 class Collect:

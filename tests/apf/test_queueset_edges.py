@@ -1,6 +1,6 @@
 """Edge cases of the queueset found in review, each pinned to upstream's behaviour."""
 
-from simapf.apf.clock import ARRIVAL, FINISH, EventLoop
+from simapf.clock import EventLoop, Phase
 from simapf.apf.queueset import DONE, QueueSet, Request
 
 MS = 1_000_000
@@ -17,14 +17,14 @@ class Driver:
 
     def add(self, req, at_ns, service_ns):
         self.service[req.seq] = service_ns
-        self.loop.call_at(at_ns, ARRIVAL, req.seq, self.qs.arrive, req)
+        self.loop.at(at_ns, self.qs.arrive, req, Phase.ARRIVAL)
         return req
 
     def dispatched(self, req):
-        self.loop.call_at(self.loop.now() + self.service[req.seq], FINISH, req.seq, self.qs.finish, req)
+        self.loop.at(self.loop.now + self.service[req.seq], self.qs.finish, req, Phase.FINISH)
 
     def rejected(self, req, reason):
-        self.timeouts.append((req.seq, reason, self.loop.now()))
+        self.timeouts.append((req.seq, reason, self.loop.now))
 
     def released(self, req):
         pass

@@ -5,7 +5,7 @@ to queue h mod 4. Nine requests arrive at t = 0 in a fixed order; the expected d
 releases, rejections and values of the progress meter R are those the real code printed.
 """
 
-from simapf.apf.clock import ARRIVAL, FINISH, EventLoop
+from simapf.clock import EventLoop, Phase
 from simapf.apf.queueset import QueueSet, Request
 
 MS = 1_000_000
@@ -39,16 +39,15 @@ class Trace:
             req = Request(seq, flow, initial, final, latency, payload=name)
             self.service[name] = service
             self.requests[name] = req
-            self.loop.call_at(0, ARRIVAL, seq, self.qs.arrive, req)
+            self.loop.at(0, self.qs.arrive, req, Phase.ARRIVAL)
         self.loop.run()
 
     def _note(self, event: str, req: Request) -> None:
-        self.events.append((self.loop.now(), event, req.payload, self.qs.r))
+        self.events.append((self.loop.now, event, req.payload, self.qs.r))
 
     def dispatched(self, req: Request) -> None:
         self._note("dispatch", req)
-        self.loop.call_at(self.loop.now() + self.service[req.payload], FINISH, req.seq,
-                          self._finish, req)
+        self.loop.at(self.loop.now + self.service[req.payload], self._finish, req, Phase.FINISH)
 
     def _finish(self, req: Request) -> None:
         self.qs.finish(req)

@@ -4,6 +4,7 @@ import pytest
 
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.apf.integrator import Integrator
+from simapf.clock import Phase
 from simapf.environment import Environment
 from srvhelp import LIST_USER
 from simapf.server.etcd import range_work
@@ -83,7 +84,7 @@ def test_crossing_the_memory_limit_kills_fails_and_restarts():
         server.submit(LIST_USER, big, on_done=lambda rec: outcomes.append((env.now, rec.outcome)))
 
     for i in range(40):  # 40 LISTs of 50 MB within 0.4 s: far beyond 1.5 GB
-        server.scheduler.call_at(i * 10 * MS, 3, i, fire, None)
+        server.clock.at(i * 10 * MS, fire, None, Phase.ARRIVAL)
     env.run(until=2 * NS_PER_S)
     process = server.model.process
     assert process.oom_kills == 1

@@ -190,7 +190,7 @@ def _burst(rate_limit, n: int = 1000, duration_s: float = 200.0) -> tuple[list[f
     probe = Probe(sim)
     spec = sim.scenario.clients[0]
     stats = ClientStats()
-    requester = Requester(sim.cluster, sim.timers, spec.retry, spec.rate_limit, stats, "burst")
+    requester = Requester(sim.cluster, sim.ctx.clock, spec.retry, spec.rate_limit, stats, "burst")
     attrs = RequestAttributes(user="burst", verb="get", resource="configmaps", namespace="ns-0", name="obj-1")
     for _ in range(n):
         requester.do(attrs, "json", lambda rec: None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -522,7 +523,14 @@ def output_directory(out: Path, kind: str, force: bool = False, keep_earlier: bo
     try:
         with _staging(staging_parent, kind) as tmp:
             yield tmp
-            _move_into(tmp, out, kind, existed, keep_earlier() if callable(keep_earlier) else keep_earlier)
+            try:
+                _move_into(tmp, out, kind, existed, keep_earlier() if callable(keep_earlier) else keep_earlier)
+            except OSError as err:
+                if existed or err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                # Another command made `out` while this one ran (two runs given the same --out).
+                raise SimapfError(f"{option} {out}: another command wrote there while this one ran; this one "
+                                  "wrote nothing: run it again with a directory of its own") from None  # fmt: skip
     except BaseException:
         _unmake_folder(staging_parent, made)
         raise

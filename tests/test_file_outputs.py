@@ -301,3 +301,18 @@ def test_a_leftover_in_an_empty_out_does_not_make_it_someone_elses(tmp_path):
     result = _cli("run", TINY, "--out", out, "--no-progress")
     assert result.exit_code == 0, result.output
     assert not left.exists() and _names(out) == RUN_FILES
+
+
+def test_an_out_another_command_made_meanwhile_is_left_to_it(tmp_path):
+    """Two commands given one new --out: the second to finish says so in one line and leaves
+    the first's output and no staging of its own."""
+    from simapf.errors import SimapfError
+
+    out = tmp_path / "out"
+    with pytest.raises(SimapfError, match=r"--out .*out: another command wrote there while this one ran"):
+        with files.output_directory(out, "run") as tmp:
+            (tmp / "mine.txt").write_text("mine")
+            out.mkdir()  # the other command's output appears
+            (out / "theirs.txt").write_text("theirs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]

@@ -20,7 +20,7 @@ import time
 from simapf.calibrate.data import Cell, Row
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.scenario import scenario_for
-from simapf.runner import run_lean
+from simapf.simulation.runner import run_lean
 from simapf.scenario import load_scenario
 from simapf.server.params import ServerParams
 

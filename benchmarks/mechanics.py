@@ -32,7 +32,7 @@ import numpy as np
 
 from engine import mm16
 
-# Time computed runs: none is read from the result cache (simapf.cache).
+# Time computed runs: none is read from the result cache (simapf.jobs.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def record_jobs() -> dict:
     """Run the LIST experiment once and keep its processor-sharing jobs and response writes."""
     import simapf
-    from simapf.environment import RunClock
+    from simapf.engine.environment import RunClock
     from simapf.server.cpu import ProcessorSharing
 
     instances: dict[int, tuple[float, float]] = {}  # id -> (cores, procs)
@@ -84,8 +84,8 @@ def record_jobs() -> dict:
 def mechanics(jobs: dict, seed: int = 1) -> tuple[int, float]:
     """Drive the recorded jobs through processor sharing and the event loop alone.
     Returns the requests delivered and the wall seconds it took."""
-    from simapf.clock import Phase
-    from simapf.environment import Environment
+    from simapf.engine.clock import Phase
+    from simapf.engine.environment import Environment
     from simapf.server.cpu import NS, ProcessorSharing
 
     n = min(len(jobs[k]) for k in ("range", "decode", "handler", "writes"))

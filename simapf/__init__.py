@@ -5,7 +5,7 @@
     result.summary, result.series, result.latency
 """
 
-__version__ = "0.1.0"
+from simapf.version import __version__
 
 __all__ = ["__version__", "compare", "load_scenario", "load_sweep", "optimize", "run", "sweep"]
 
@@ -36,7 +36,7 @@ def __getattr__(name: str):
 
         return load_scenario
     if name == "run":
-        from simapf.uncertainty.intervals import run  # simapf.runner.run, and uncertainty=N
+        from simapf.uncertainty.intervals import run  # simapf.simulation.runner.run, and uncertainty=N
 
         return run
     if name == "compare":

@@ -15,7 +15,7 @@ import time
 
 import click
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.errors import SimapfError, users_traceback
 from simapf.uncertainty import MAX_DRAWS
 
@@ -36,12 +36,12 @@ force_option = click.option(
 
 
 class _Duration(click.ParamType):
-    """A Go duration (simapf.budget): refused in one line, as every bad option value is."""
+    """A Go duration (simapf.jobs.budget): refused in one line, as every bad option value is."""
 
     name = "DURATION"
 
     def convert(self, value, param, ctx):  # type: ignore[override]
-        from simapf.budget import budget_problem
+        from simapf.jobs.budget import budget_problem
 
         problem = budget_problem(value)
         if problem is not None:
@@ -49,7 +49,7 @@ class _Duration(click.ParamType):
         return str(value).strip()
 
 
-# Every long command takes a time budget the same way (simapf.budget).
+# Every long command takes a time budget the same way (simapf.jobs.budget).
 budget_option = click.option(
     "--budget", metavar="DURATION", type=_Duration(),
     help="Stop once this much time has passed since the command started (a Go duration: 90s, 10m, 1h30m), at the "
@@ -66,7 +66,7 @@ def cache_option(command):
                        "(also SIMAPF_NO_CACHE=1; `simapf cache` shows it).")  # fmt: skip
     @functools.wraps(command)
     def with_cache(*args, no_cache: bool, **kwargs):
-        from simapf import cache
+        from simapf.jobs import cache
 
         with cache.turned_off(no_cache):
             try:
@@ -112,7 +112,7 @@ def _exit_on_signal(signum: int, _frame) -> None:
 
 
 def _budget(text: str | None):
-    from simapf.budget import Budget
+    from simapf.jobs.budget import Budget
 
     return Budget.parse(text, started=_STARTED)
 
@@ -125,7 +125,7 @@ def _budget_stop(err) -> None:
     """The end of work its budget stopped: what was done and is left, the command that continues."""
     import shlex
 
-    from simapf.budget import BUDGET_EXIT, continue_command
+    from simapf.jobs.budget import BUDGET_EXIT, continue_command
 
     click.echo(f"simapf: {err.summary()}", err=True)
     click.echo(f"simapf: continue with: simapf {shlex.join(continue_command(_ARGS, err.resume))}", err=True)
@@ -148,7 +148,7 @@ def _announce(loaded_scenarios, runs: int = 1, workers: int | None = 1) -> None:
 
 def _draws_estimate(loaded, draws: int, workers: int | None) -> str:
     """The line `run --uncertainty N` starts with: the point run here, then the draws on workers."""
-    from simapf.estimate import Runs, Stage, estimate
+    from simapf.jobs.estimate import Runs, Stage, estimate
     from simapf.sweeps.backends import cpu_count
 
     found = estimate([Stage([Runs(loaded)]), Stage([Runs(loaded, draws)], workers or cpu_count())])
@@ -337,7 +337,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     from simapf.files import json_text
     from simapf.uncertainty.intervals import run
     from simapf.scenario import default_scenario_path, load_scenario
-    from simapf.summary_text import format_summary
+    from simapf.simulation.summary_text import format_summary
 
     try:
         _check_out(out_dir, "run", force)
@@ -357,7 +357,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     except SimapfError as err:
         _fail(err)
     if as_json:
-        from simapf.result import _json_default
+        from simapf.simulation.result import _json_default
 
         click.echo(json_text(result.summary, indent=2, default=_json_default))
     else:
@@ -455,8 +455,8 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
     It first says how many runs the figures take and about how long; with --budget it stops
     between figures, writes those made, and says the command (with --only) that makes the rest.
     """
-    from simapf.budget import BudgetReached
-    from simapf import kepfigures
+    from simapf.jobs.budget import BudgetReached
+    from simapf.outputs import kepfigures
 
     try:
         if check_dir:
@@ -495,7 +495,7 @@ def export_command(run_dir: str, fmt: str, out: str, start_unix_s: float, force:
 
     The run directory is checked first: its files against the sizes and hashes simapf recorded
     when it wrote them, and the columns export reads."""
-    from simapf.export import export
+    from simapf.outputs.export import export
 
     try:
         try:
@@ -614,7 +614,7 @@ def _resumable(load, kind: str, out_dir: str | None, run):
     that continues when its budget is spent."""
     from pathlib import Path
 
-    from simapf.budget import BudgetReached
+    from simapf.jobs.budget import BudgetReached
 
     try:
         loaded = load()
@@ -682,7 +682,7 @@ def calibrate(data_path, out_path, start_path, max_iterations, noise_floor, jobs
     long; with --budget it stops between grid evaluations and writes the best point so far to
     OUT-STEM.unfinished.yaml (never to --out), to go on from with --start.
     """
-    from simapf.budget import BudgetReached
+    from simapf.jobs.budget import BudgetReached
     from simapf.calibrate.command import calibrate as run_calibrate
     from simapf.calibrate.command import check_out
     from simapf.calibrate.report import generate
@@ -730,7 +730,7 @@ def import_command(artefacts: str, out: str, scraped_at: float | None, uptime_s:
     and api-resources.txt (kubectl api-resources). Rates are averages since the apiserver started.
     Every artefact is checked before anything is written; then the scenario and its APF copy
     are written together, or neither."""
-    from simapf.importer import import_cluster
+    from simapf.scenario.importer import import_cluster
 
     try:
         path = import_cluster(artefacts, out, scraped_at_unix_s=scraped_at, uptime_s=uptime_s, name=name,
@@ -748,7 +748,7 @@ def cache_command(clear: bool) -> None:
     Runs already computed (same scenario, seed, calibration and simapf) are read from it instead
     of computed again. SIMAPF_CACHE_DIR moves it, SIMAPF_CACHE_SIZE bounds it (least recently
     used entries go first), SIMAPF_NO_CACHE=1 or --no-cache turns it off."""
-    from simapf import cache
+    from simapf.jobs import cache
 
     try:
         s = cache.settings()

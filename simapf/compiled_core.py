@@ -35,13 +35,13 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The modules a request passes through (the engine benchmark's profile), in dependency order.
 MODULES = (
-    "clock.py", "environment.py", "apf/types.py", "apf/gomath.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
+    "engine/clock.py", "engine/environment.py", "apf/types.py", "apf/gomath.py", "apf/integrator.py", "apf/queueset.py", "apf/classify.py",
     "apf/estimators/serving.py", "apf/estimators/work.py", "apf/controller.py",
     "server/variation.py", "server/paths.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
     "server/gc.py", "server/network.py", "server/model.py", "server/runtime.py", "server/pool.py",
     "workload/inventory.py", "workload/balancer.py", "workload/clientgo.py", "workload/cluster.py",
     "workload/instance.py", "workload/informer.py", "workload/clients.py",
-    "histograms.py", "observe.py",
+    "simulation/histograms.py", "simulation/observe.py",
 )  # fmt: skip
 GROUP = "simapf._compiled"  # the shared library mypyc builds for the group: simapf/_compiled__mypyc*.so
 # mypy's view while compiling: the compiled modules checked strictly, the modules they import read

@@ -9,7 +9,7 @@ import os
 import pytest
 
 # Every test computes its runs: none is read from (or left in) the user's result cache
-# (simapf.cache). The cache's own tests turn it on in a folder of their own. Set at import, so
+# (simapf.jobs.cache). The cache's own tests turn it on in a folder of their own. Set at import, so
 # the commands the tests start inherit it.
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _timings_of_the_session(tmp_path_factory):
-    """The timings runs leave for estimates (simapf.estimate) go to a folder of the session's,
+    """The timings runs leave for estimates (simapf.jobs.estimate) go to a folder of the session's,
     not to the user's state folder; so do those of the commands tests start as processes."""
     import os
 

@@ -117,7 +117,7 @@ def _loaded(tmp_path, text: str):
 
 
 def test_the_estimated_series_cover_what_a_run_samples(tmp_path):
-    from simapf.runner import run
+    from simapf.simulation.runner import run
 
     loaded = load_scenario(TINY, ["run.duration_s=5"])
     estimate = work.estimate(loaded)

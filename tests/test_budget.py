@@ -1,4 +1,4 @@
-"""Long work states its cost first and honours `--budget` (simapf.estimate, simapf.budget).
+"""Long work states its cost first and honours `--budget` (simapf.jobs.estimate, simapf.jobs.budget).
 
 Each of `sweep`, `optimize`, `figures` and `calibrate` prints an estimate line before any
 work; under a budget far shorter than the work it stops at a resumable point with exit status 3,
@@ -19,7 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from simapf.budget import BUDGET_EXIT, Budget, BudgetReached, budget_problem, continue_command, run_within
+from simapf.jobs.budget import BUDGET_EXIT, Budget, BudgetReached, budget_problem, continue_command, run_within
 from simapf.cli import main
 
 # A few seconds of LISTs and GETs: a run takes a few hundredths of a second.
@@ -333,7 +333,7 @@ def docs_estimate_lines() -> dict[str, str]:
 def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     """Their times depend on the machine; how many runs the shipped files take does not."""
     pytest.importorskip("optuna")
-    from simapf import kepfigures
+    from simapf.outputs import kepfigures
     from simapf.calibrate.command import planned_grids
     from simapf.calibrate.data import cells, load_rows
     from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params

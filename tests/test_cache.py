@@ -1,4 +1,4 @@
-"""The result cache (simapf.cache): a run computed once is read back byte for byte, any change
+"""The result cache (simapf.jobs.cache): a run computed once is read back byte for byte, any change
 of what decides it misses, parallel writers leave one good entry, the size bound evicts the
 least recently used, and --no-cache or SIMAPF_NO_CACHE turn it off."""
 
@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import simapf
-from simapf import cache
+import simapf.version
+from simapf.jobs import cache
 from simapf.cli import main
 from simapf.sweeps.measure import RunTask, row_key
 
@@ -187,7 +188,7 @@ def test_a_comparison_from_the_cache_is_the_computed_one(cache_dir):
 
 
 def test_a_calibration_cell_and_a_validation_reading_from_the_cache_are_the_computed_ones(cache_dir):
-    from simapf.calibrate import validation
+    from simapf.calibrate import published
     from simapf.calibrate.data import load_rows
     from simapf.calibrate.grid import run_grid
     from simapf.calibrate.record import load_params
@@ -200,9 +201,9 @@ def test_a_calibration_cell_and_a_validation_reading_from_the_cache_are_the_comp
     assert run_grid(cheapest, params, setup, n_jobs=1) == fresh
     assert _runs()[0] - before[0] == 2 and _runs()[1] == before[1]
     row = "issue114276-memory-after-20-lists"
-    table = validation.run_table([row], workers=1, seeds=2)
+    table = published.run_table([row], workers=1, seeds=2)
     before = _runs()
-    again = validation.run_table([row], workers=1, seeds=2)
+    again = published.run_table([row], workers=1, seeds=2)
     assert _runs()[0] - before[0] == 2 and _runs()[1] == before[1]
     assert table.to_csv() == again.to_csv()
 
@@ -218,7 +219,7 @@ def test_another_seed_parameter_or_version_misses(cache_dir, monkeypatch):
         assert not simapf.run(TINY, overrides).cached, overrides
         assert _runs()[1] - before[1] == 1, overrides
     assert simapf.run(TINY).cached
-    monkeypatch.setattr(simapf, "__version__", "9.9.9")
+    monkeypatch.setattr(simapf.version, "__version__", "9.9.9")
     assert not simapf.run(TINY).cached
     assert len(_entries(cache_dir, "result")) == 5
 
@@ -266,7 +267,7 @@ def _row_keys(tmp_path: Path, monkeypatch) -> dict[str, str]:
         "calibration file": row_key(task(fitted="0.0009")),
         "metrics asked": row_key(task(metrics=("peak_rss_bytes", "oom_kills"))),
     }
-    monkeypatch.setattr(simapf, "__version__", "9.9.9")
+    monkeypatch.setattr(simapf.version, "__version__", "9.9.9")
     keys["version"] = row_key(task())
     monkeypatch.undo()
     monkeypatch.setattr(cache, "source_digest", lambda: "0" * 64)  # the model's code changed
@@ -297,7 +298,7 @@ def test_every_input_of_a_calibration_cell_changes_its_key(monkeypatch):
         "calibration parameter": cell_key(cell, params.model_copy(update={"request_cpu": cpu}), setup),
         "seed": cell_key(cell, params, setup.model_copy(update={"seed": setup.seed + 1})),
     }
-    monkeypatch.setattr(simapf, "__version__", "9.9.9")
+    monkeypatch.setattr(simapf.version, "__version__", "9.9.9")
     keys["version"] = cell_key(cell, params, setup)
     assert len(set(keys.values())) == len(keys), keys
     monkeypatch.undo()
@@ -308,9 +309,9 @@ def test_the_sources_count_but_a_figures_style_does_not(tmp_path):
     package = tmp_path / "simapf"
     shutil.copytree(ROOT / "simapf", package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     digest = cache.source_digest(package)
-    with open(package / "style.py", "a") as fh:
+    with open(package / "outputs" / "style.py", "a") as fh:
         fh.write("\n# a new colour\n")
-    with open(package / "kepfigures.py", "a") as fh:
+    with open(package / "outputs" / "kepfigures.py", "a") as fh:
         fh.write("\n# a new layout\n")
     assert cache.source_digest.__wrapped__(package) == digest
     with open(package / "server" / "memory.py", "a") as fh:

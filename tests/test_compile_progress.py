@@ -16,7 +16,7 @@ BUILD_OUTPUT = [
     "running build_ext\n",
     "building 'simapf._compiled__mypyc' extension\n",
     "gcc -Wsign-compare -DNDEBUG -g -fwrapv -O3 -Wall -fPIC -c build/__native_simapf.c\n",
-    "building 'simapf.environment' extension\n",
+    "building 'simapf.engine.environment' extension\n",
     "gcc -shared build/environment.o -o simapf/environment.so\n",
     "building 'simapf.apf.types' extension\n",
 ]

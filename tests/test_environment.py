@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import simpy.events
 
-from simapf.clock import Phase
-from simapf.environment import Environment
+from simapf.engine.clock import Phase
+from simapf.engine.environment import Environment
 
 
 def test_alarms_and_events_run_in_scheduling_order_at_one_instant():

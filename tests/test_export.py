@@ -114,7 +114,7 @@ def _last_histogram(family, **match) -> tuple[list[float], list[float], float]:
 
 
 def test_histograms_have_upstreams_buckets_and_give_the_summarys_percentiles_within_a_bucket(run_dir, tmp_path):
-    from simapf.histograms import APF_WAIT, REQUEST_DURATION, quantile
+    from simapf.simulation.histograms import APF_WAIT, REQUEST_DURATION, quantile
 
     out, summary = run_dir
     families = {f.name: f for f in text_string_to_metric_families(_last_point(_export(out, tmp_path)))}
@@ -174,7 +174,7 @@ def _metadata(text: str) -> dict[str, dict[str, str]]:
 
 
 def test_every_family_has_the_type_unit_and_help_text_of_the_table(run_dir, tmp_path):
-    from simapf.metric_help import FAMILIES, family_name
+    from simapf.outputs.metric_help import FAMILIES, family_name
 
     out, _ = run_dir
     meta = _metadata(_export(out, tmp_path))
@@ -189,13 +189,13 @@ def test_every_family_has_the_type_unit_and_help_text_of_the_table(run_dir, tmp_
 
 
 def test_every_metric_a_run_records_is_in_the_table():
-    """What simapf.observe and simapf.histograms can write, found in their source: a metric
+    """What simapf.simulation.observe and simapf.simulation.histograms can write, found in their source: a metric
     without a help text would reach the export with none."""
     import inspect
 
-    from simapf import observe
-    from simapf.histograms import SPECS
-    from simapf.metric_help import FAMILIES
+    from simapf.simulation import observe
+    from simapf.simulation.histograms import SPECS
+    from simapf.outputs.metric_help import FAMILIES
 
     recorded = set(re.findall(r'\badd\(t, "([a-z_:0-9]+)"', inspect.getsource(observe)))
     assert {"up", "apiserver_request_total", "simapf_client_connections"} <= recorded  # the search finds them
@@ -204,7 +204,7 @@ def test_every_metric_a_run_records_is_in_the_table():
 
 
 def test_the_tables_units_and_help_texts_follow_their_sources():
-    from simapf.metric_help import FAMILIES, family_name
+    from simapf.outputs.metric_help import FAMILIES, family_name
 
     for series, family in FAMILIES.items():
         assert family.type in ("counter", "gauge", "histogram", "summary", "unknown"), series
@@ -221,7 +221,7 @@ def test_the_tables_units_and_help_texts_follow_their_sources():
 def test_the_metadata_the_docs_quote_is_the_tables():
     from pathlib import Path
 
-    from simapf.metric_help import FAMILIES, family_name
+    from simapf.outputs.metric_help import FAMILIES, family_name
 
     quoted = _metadata((Path(__file__).resolve().parents[1] / "docs" / "tutorial.md").read_text())
     assert quoted

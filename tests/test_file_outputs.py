@@ -206,8 +206,8 @@ def test_calibrate_replaces_an_earlier_record_but_nothing_else(tmp_path):
 # A command whose figure never finishes: it is surely writing, its staging directory there,
 # when it is killed.
 HANGING_RUN = (
-    "import sys, time, simapf.figures\n"
-    "simapf.figures.save_figure = lambda *a, **k: time.sleep(120)\n"
+    "import sys, time, simapf.outputs.figures\n"
+    "simapf.outputs.figures.save_figure = lambda *a, **k: time.sleep(120)\n"
     "from simapf.cli import main\n"
     "main(sys.argv[1:])\n"
 )

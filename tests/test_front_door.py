@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 from simapf.apf.types import NS_PER_S, RequestAttributes
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server.params import ServerParams
 from simapf.server.runtime import OK, SimulatedAPIServer
 
@@ -37,7 +37,7 @@ def test_no_code_outside_the_server_package_reaches_into_an_apiservers_model():
 def test_the_recorder_and_collect_read_no_apf_state():
     """They read snapshots: per-level gauges and counters come from `SimulatedAPIServer.snapshot`,
     a request's exemption from the request; neither walks the apiserver's APF controller."""
-    uses = [use for name in ("observe.py", "collect.py")
+    uses = [use for name in ("simulation/observe.py", "simulation/collect.py")
             for use in _attribute_uses(PACKAGE / name, {"apf", "queueset"})]  # fmt: skip
     assert uses == []
 
@@ -91,7 +91,7 @@ def test_a_snapshot_is_a_copy_of_the_counters():
 
 
 def test_every_cluster_observer_sees_every_answered_request():
-    from simapf.runner import Simulation
+    from simapf.simulation.runner import Simulation
     from simapf.scenario import load_scenario
 
     sim = Simulation(load_scenario(PACKAGE.parent / "scenarios" / "list-experiment.yaml", {"run.duration_s": 2}))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import simapf
-from simapf.export import openmetrics_text
+from simapf.outputs.export import openmetrics_text
 
 REPO = Path(__file__).resolve().parents[1]
 DASHBOARD = REPO / "examples" / "grafana" / "relist-storm-dashboard.json"

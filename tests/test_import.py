@@ -134,7 +134,7 @@ def test_write_files_together_puts_back_every_file_it_replaced(tmp_path, monkeyp
 
 def test_metrics_may_hold_nan_quantiles_but_no_negative_counts(tmp_path):
     from simapf.errors import ConfigError
-    from simapf.importer import read_metrics
+    from simapf.scenario.importer import read_metrics
 
     text = ('# TYPE go_gc_duration_seconds summary\ngo_gc_duration_seconds{quantile="0.5"} NaN\n'
             "go_gc_duration_seconds_sum 0\ngo_gc_duration_seconds_count 0\n"

@@ -25,7 +25,7 @@ import simapf
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.grid import run_grid
 from simapf.calibrate.record import load_params
-from simapf.calibrate.validation import load_sources, load_table, run_table
+from simapf.calibrate.published import load_sources, load_table, run_table
 
 assert not Path(simapf.__file__).resolve().is_relative_to(Path(sys.argv[1])), simapf.__file__
 rows = load_rows()

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from simapf.cli import main
 from simapf.errors import ConfigError
-from simapf.kepfigures import check, load_spec, make
+from simapf.outputs.kepfigures import check, load_spec, make
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = (ROOT / "scenarios" / "list-experiment.yaml").read_text()
@@ -121,7 +121,7 @@ OUTAGE_UNIX_S = 1767225720  # when the measured cluster's outage began
 
 
 def test_a_query_range_export_is_read_and_put_on_the_runs_clock(tmp_path):
-    from simapf import overlay
+    from simapf.outputs import overlay
 
     measured = overlay.load_measured(MEASURED)
     assert set(measured["metric"]) == {"process_resident_memory_bytes"}
@@ -136,7 +136,7 @@ def test_a_query_range_export_is_read_and_put_on_the_runs_clock(tmp_path):
 def test_a_timeseries_figure_overlays_measured_data_aligned_at_an_event(tmp_path):
     import matplotlib
 
-    from simapf.kepfigures import draw_timeseries
+    from simapf.outputs.kepfigures import draw_timeseries
 
     matplotlib.use("Agg")
     (tmp_path / "scenario.yaml").write_text(SCENARIO)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import simapf
-import simapf.summary_text
-from simapf.result import Result
+import simapf.simulation.summary_text
+from simapf.simulation.result import Result
 
 
 def _result(rows: list[tuple[float, str, str, str, float]]) -> Result:
@@ -35,7 +35,7 @@ def test_a_counter_first_seen_mid_run_counts_its_first_increments():
 
 
 def test_the_overview_plots_the_429s_a_watch_cache_sent():
-    from simapf.figures import overview_figure
+    from simapf.outputs.figures import overview_figure
 
     rows = [(t, "up", "", "", 1.0) for t in (0.0, 1.0, 2.0)]
     rows += [(t, "process_resident_memory_bytes", "", "", 1e9) for t in (0.0, 1.0, 2.0)]
@@ -66,8 +66,8 @@ def test_an_oom_killed_run_reports_the_rss_it_reached_and_marks_the_kill():
     assert memory["rss_at_oom_kill_bytes"] < limit < memory["oom_demand_bytes"]
     assert memory["peak_rss_bytes"] == pytest.approx(memory["rss_at_oom_kill_bytes"])
     assert result.metric("process_resident_memory_bytes").max() <= memory["peak_rss_bytes"]
-    assert "OOM-killed at" in simapf.summary_text.format_summary(s)
-    from simapf.figures import overview_figure
+    assert "OOM-killed at" in simapf.simulation.summary_text.format_summary(s)
+    from simapf.outputs.figures import overview_figure
 
     marks = [line for line in overview_figure(result).axes[0].get_lines() if line.get_label() == "OOM kill"]
     assert marks and len(marks[0].get_xdata()) >= 1

@@ -18,11 +18,11 @@ import pytest
 from simpy.events import NORMAL, URGENT
 
 import simapf
-from simapf.environment import Environment
-from simapf.runner import stops
+from simapf.engine.environment import Environment
+from simapf.simulation.runner import stops
 from simapf.server import CachedResource, ResourceModel, ServerParams
 from simapf.server.costs import cache_bytes
-from simapf.summary_text import format_summary
+from simapf.simulation.summary_text import format_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRAPES = (1, 2, 5, 15)

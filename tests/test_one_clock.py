@@ -1,6 +1,6 @@
-"""One way to be called back later: `Clock.at(when_ns, fn, arg, phase)` (simapf.clock).
+"""One way to be called back later: `Clock.at(when_ns, fn, arg, phase)` (simapf.engine.clock).
 
-Only the engine module (simapf/environment.py) drives SimPy: it reads SimPy's private fields and
+Only the engine module (simapf/engine/environment.py) drives SimPy: it reads SimPy's private fields and
 turns its events into the heap's one entry shape. Everywhere else a component holds a clock and
 asks it for callbacks, so there is one order of events and one place to change it.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simapf.clock import Clock, EventLoop, Phase
-from simapf.environment import Environment
+from simapf.engine.clock import Clock, EventLoop, Phase
+from simapf.engine.environment import Environment
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simapf"
-ENGINE = PACKAGE / "environment.py"
+ENGINE = PACKAGE / "engine" / "environment.py"
 
 # Other ways to schedule, and reads of SimPy's private fields (another object's: a component's
 # own `self._queue` is its own).
@@ -64,22 +64,22 @@ def test_one_scheduling_api_outside_the_engine():
 def test_only_the_engine_imports_simpy():
     importers = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py"))
                  if re.search(r"^\s*(import simpy|from simpy\b)", p.read_text(encoding="utf-8"), re.M)]  # fmt: skip
-    assert importers == ["environment.py"]
+    assert importers == ["engine/environment.py"]
 
 
 def test_the_clock_module_is_the_ground_floor():
-    source = (PACKAGE / "clock.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "engine" / "clock.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(from|import) simapf", source, re.M)
 
 
 def test_every_phase_is_documented_where_it_is_defined():
-    source = (PACKAGE / "clock.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "engine" / "clock.py").read_text(encoding="utf-8")
     for phase in Phase:
         assert re.search(rf"^    {phase.name} = {phase.value}\n    \"\"\"\S", source, re.M), phase.name
 
 
 def test_the_module_constants_are_the_phases():
-    from simapf import clock
+    from simapf.engine import clock
 
     assert [clock.RELEASE, clock.FINISH, clock.TIMEOUT, clock.ARRIVAL, clock.OTHER] == list(Phase)
     assert all(type(getattr(clock, p.name)) is Phase for p in Phase)

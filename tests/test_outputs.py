@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from simapf.cli import main
 from simapf.files import OUTPUT_MARKER, output_directory
-from simapf.result import Result
+from simapf.simulation.result import Result
 
 SCENARIO = """\
 name: tiny
@@ -120,7 +120,7 @@ def test_out_dot_leaves_nothing_behind(scenario, tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
-    import simapf.figures
+    import simapf.outputs.figures
 
     out = tmp_path / "mine"
     out.mkdir()
@@ -129,7 +129,7 @@ def test_a_failed_write_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
     def boom(*_a, **_k):
         raise RuntimeError("figure failed")
 
-    monkeypatch.setattr(simapf.figures, "overview_figure", boom)
+    monkeypatch.setattr(simapf.outputs.figures, "overview_figure", boom)
     with pytest.raises(RuntimeError):
         _tiny_result().write(out, force=True)
     assert _names(out) == {"data.csv"}
@@ -148,8 +148,8 @@ def test_output_directory_is_refused_before_the_work(tmp_path):
 def test_sigterm_while_writing_leaves_no_temporary_entry(scenario, tmp_path):
     # The figure hangs, so the process is surely inside the write when the signal arrives.
     script = (
-        "import sys, time, simapf.figures\n"
-        "simapf.figures.save_figure = lambda *a, **k: time.sleep(60)\n"
+        "import sys, time, simapf.outputs.figures\n"
+        "simapf.outputs.figures.save_figure = lambda *a, **k: time.sleep(60)\n"
         "from simapf.cli import main\n"
         "main(sys.argv[1:])\n"
     )

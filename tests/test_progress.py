@@ -80,7 +80,7 @@ def test_work_cut_short_ends_in_interrupted_not_done():
 
 def test_a_run_that_raises_closes_its_bar(monkeypatch):
     import simapf
-    from simapf import runner
+    from simapf.simulation import runner
 
     closed = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import simapf
-from simapf.provenance import canonical_sha256, figure_metadata, provenance
+from simapf.outputs.provenance import canonical_sha256, figure_metadata, provenance
 from simapf.server import ServerParams
 
 SHORT = {"run.duration_s": 2}

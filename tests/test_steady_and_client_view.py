@@ -11,10 +11,10 @@ import pytest
 
 import simapf
 from simapf.errors import ConfigError
-from simapf.collect import CLIENT_LATENCY_COLUMNS
-from simapf.runner import Simulation
+from simapf.simulation.collect import CLIENT_LATENCY_COLUMNS
+from simapf.simulation.runner import Simulation
 from simapf.scenario.schema import OpenLoopClient
-from simapf.summary_text import format_summary
+from simapf.simulation.summary_text import format_summary
 from simapf.workload.clientgo import CLIENT_OUTCOMES
 
 CONFIGMAPS = {"name": "configmaps", "count": 100, "namespaces": 4, "object_size": {"mean_bytes": 1024}}

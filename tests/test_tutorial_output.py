@@ -12,7 +12,7 @@ from pathlib import Path
 
 import simapf
 from simapf.scenario import default_scenario_path
-from simapf.summary_text import format_summary
+from simapf.simulation.summary_text import format_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial.md"

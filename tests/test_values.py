@@ -191,16 +191,16 @@ def test_json_text_of_finite_values_is_json_dumps():
 @pytest.fixture
 def run_with_nan(monkeypatch):
     """`simapf run` whose summary holds a NaN and an infinity, as a statistic over nothing would."""
-    import simapf.runner
+    import simapf.simulation.runner
 
-    real = simapf.runner.collect
+    real = simapf.simulation.runner.collect
 
     def collect(*args, **kwargs):
         result = real(*args, **kwargs)
         result.summary["made_up"] = {"mean_s": math.nan, "p99_s": np.float64(math.inf)}
         return result
 
-    monkeypatch.setattr(simapf.runner, "collect", collect)
+    monkeypatch.setattr(simapf.simulation.runner, "collect", collect)
 
 
 def test_run_json_and_summary_json_are_strict_json(run_with_nan, tmp_path):

@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 
 from simapf.apf.borrowing import BORROWING_ADJUSTMENT_PERIOD_NS, BorrowingAdjuster
 from simapf.apf.classify import Classification, Classifier
-from simapf.clock import OTHER, Clock
+from simapf.engine.clock import OTHER, Clock
 from simapf.apf.config import EffectiveConfig, build_effective_config
 from simapf.apf.objects import APFObjects
 from simapf.apf.estimators import EstimationContext, ObjectStatsSource, WorkEstimator

@@ -28,7 +28,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import Any, Final, NamedTuple, Protocol
 
-from simapf.clock import RELEASE, TIMEOUT, Clock
+from simapf.engine.clock import RELEASE, TIMEOUT, Clock
 from simapf.apf.gomath import go_round
 from simapf.apf.integrator import Integrator
 from simapf.apf.shuffle import deal_hand

@@ -20,7 +20,7 @@ from typing import Any
 
 from simapf.apf.queueset import Listener, QueueSet, Request
 from simapf.apf.shuffle import flow_hash
-from simapf.clock import FINISH, EventLoop
+from simapf.engine.clock import FINISH, EventLoop
 from simapf.errors import SimapfError
 from simapf.files import MAX_TEXT_BYTES, MAX_TRACE_BYTES, read_bytes
 

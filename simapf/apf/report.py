@@ -12,7 +12,7 @@ import io
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from simapf.clock import EventLoop
+from simapf.engine.clock import EventLoop
 from simapf.apf.config import bootstrap_objects, load_objects
 from simapf.apf.objects import APFObjects
 from simapf.files import json_text

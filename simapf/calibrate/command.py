@@ -12,8 +12,8 @@ next to the start record when it belongs to the same values (so a refit costs it
 only), and writes the new record to `--out` with its Jacobian beside it (`<out stem>.jacobian.json`,
 which says where its finite differences were taken if not at the record's values).
 
-It first says how many runs the fit takes at most and about how long (simapf.estimate). With a
-time budget (simapf.budget) the fit stops between grid evaluations once the budget is spent,
+It first says how many runs the fit takes at most and about how long (simapf.jobs.estimate). With a
+time budget (simapf.jobs.budget) the fit stops between grid evaluations once the budget is spent,
 and writes nothing to `--out`: the best point so far goes, as a whole record marked unfinished
 (`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml` with the fit's last
 Jacobian beside it, and the fit goes on from there with `--start` that record (and the
@@ -26,7 +26,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.budget import Budget
+from simapf.jobs.budget import Budget
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
 from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
@@ -66,8 +66,8 @@ def check_out(out: str | Path, data: str | Path | None, force: bool = False, bud
 
 
 def _grid_key(data_path: Path, workers: int) -> str:
-    """The key of a grid evaluation's time (simapf.estimate): its data, on so many workers."""
-    from simapf.estimate import cost_key
+    """The key of a grid evaluation's time (simapf.jobs.estimate): its data, on so many workers."""
+    from simapf.jobs.estimate import cost_key
 
     return cost_key({"calibrate": hashlib.sha256(data_path.read_bytes()).hexdigest(), "workers": workers})
 
@@ -88,7 +88,7 @@ def _estimate_line(rows, params, setup, free: int, given: bool, max_iterations: 
     here, or else by a pilot of the grid's cells."""
     from simapf.calibrate.data import cells
     from simapf.calibrate.scenario import scenario_for
-    from simapf.estimate import Runs, Stage, estimate
+    from simapf.jobs.estimate import Runs, Stage, estimate
     from simapf.scenario import load_scenario
 
     grid = [Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(rows)]
@@ -123,9 +123,9 @@ def calibrate(
     `fit` (default NOISE_FLOOR). `force`: replace an existing `out` that is not a record (see
     `check_out`). `budget`: stop between grid evaluations once it is spent, write the best point
     so far as an unfinished record (see the module's docstring) and raise
-    `simapf.budget.BudgetReached`. `announce`: called, before the fit, with a line that says how
+    `simapf.jobs.budget.BudgetReached`. `announce`: called, before the fit, with a line that says how
     many runs it takes at most and how long."""
-    from simapf.estimate import recorded
+    from simapf.jobs.estimate import recorded
 
     budget = budget or Budget()
     check_out(out, data, force, budget.limited)

@@ -35,7 +35,7 @@ and the record keeps finite differences taken within one DIFF_STEP of its soluti
 along the fit's steps) rather than paying for a fresh set that would differ from them by as
 much as two sets a little apart differ from each other (calibration/validation-notes.md).
 
-A time budget (simapf.budget) stops a fit between grid evaluations (a Jacobian's finite
+A time budget (simapf.jobs.budget) stops a fit between grid evaluations (a Jacobian's finite
 differences are one batch of them), never inside one, and never before its first iteration is
 done, so that a fit continued from where it stopped always gets on. The fit then ends
 at the best point so far, as it does at the noise floor, with `FitResult.stopped` saying so: no
@@ -53,7 +53,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from simapf.budget import Budget
+from simapf.jobs.budget import Budget
 from simapf.calibrate.data import Cell, Row, cells as all_cells
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_path, cell_plan, run_params
 from simapf.calibrate.grid import Simulator

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.fit import FREE_PARAMS, LOSS, LOSSES, FreeParam, free_params_by_key
 from simapf.errors import ConfigError

@@ -222,7 +222,7 @@ def calibration_figure(rows: list[Row], results: dict[tuple[int, int], CellResul
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    from simapf.style import OKABE_ITO
+    from simapf.outputs.style import OKABE_ITO
 
     markers = {1: "o", 10: "s", 100: "^"}
     colours = {"etcd": OKABE_ITO[0], "cache": OKABE_ITO[1]}
@@ -488,7 +488,7 @@ def generate(
     summary = summarise(rows, results).as_dict()
     if shipped:
         # The validation scenarios run with ServerParams' defaults, which are the shipped record's.
-        from simapf.calibrate import validation as published
+        from simapf.calibrate import published
 
         log("report: running the published measurements' scenarios")
         table = published.run_table(progress=progress)

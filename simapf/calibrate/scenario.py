@@ -9,7 +9,7 @@ the calibration traces RSS. The calibration runs exactly this scenario
 (`simapf.calibrate.experiment.run_cell`, observed lean); a user can run it with every series
 the runner records, or change one thing (another policy, GOMEMLIMIT) and see what the
 experiment would have shown. The summary's `peak_rss_bytes` is the run's own; the dashboard's
-peak is the scrape-averaged one after the warm-up (`simapf.observe.scraped_peak` of the RSS
+peak is the scrape-averaged one after the warm-up (`simapf.simulation.observe.scraped_peak` of the RSS
 series from `run.steady_state_from_s`, scraped every `ExperimentSetup.scrape_every_s`).
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 from simapf.calibrate.data import Cell
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_seed, run_params
-from simapf.observe import Readings
-from simapf.runner import run_lean
+from simapf.simulation.observe import Readings
+from simapf.simulation.runner import run_lean
 from simapf.scenario import load_scenario
 from simapf.server.params import ServerParams
 

@@ -25,7 +25,7 @@ from simapf.comparison.policies import Policy, parse_policy
 from simapf.comparison.stats import paired_differences, summarise, table_metrics
 from simapf.errors import ConfigError
 from simapf.files import output_directory
-from simapf.provenance import provenance
+from simapf.outputs.provenance import provenance
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.sweeps.backends import choose, cpu_count, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
@@ -86,7 +86,7 @@ class Comparison:
                 self.intervals.to_csv(tmp / "intervals.csv", index=False)
                 self.wins.to_csv(tmp / "wins.csv", index=False)
             if figure:
-                from simapf.figures import save_figure
+                from simapf.outputs.figures import save_figure
 
                 save_figure(self.figure(), tmp / "comparison", self.info.get("provenance"))
         return out
@@ -149,8 +149,8 @@ def compare(
     local cores). `uncertainty` = N > 0: also run every policy under N parameter draws and give
     each policy's intervals and, per pair, how often one wins (`simapf.comparison.uncertainty`).
     `announce`: called, before any run, with a line that says how many runs there are and how
-    long they should take (`simapf.estimate`)."""
-    from simapf.estimate import key_of_task, recorded
+    long they should take (`simapf.jobs.estimate`)."""
+    from simapf.jobs.estimate import key_of_task, recorded
 
     parsed = [parse_policy(p) for p in policies]
     if len(parsed) < 2:
@@ -229,7 +229,7 @@ def _estimate_line(name: str, by_policy: dict[str, LoadedScenario], replications
                    workers: int, timings: Any = None) -> str:  # fmt: skip
     """The line that says how many runs the comparison takes and how long: each policy's
     replications, then its parameter draws (timed as its own runs)."""
-    from simapf.estimate import Runs, Stage, estimate
+    from simapf.jobs.estimate import Runs, Stage, estimate
 
     stages = [Stage([Runs(loaded, replications) for loaded in by_policy.values()], workers)]
     if draws:

@@ -10,7 +10,7 @@ scenario and seed at the best objective (a p99 latency, say), found with Optuna.
     print(result.summary_text())
     simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt", budget="10m")  # then goes on
 
-A search given a time budget (simapf.budget) stops once it is spent: during the compared
+A search given a time budget (simapf.jobs.budget) stops once it is spent: during the compared
 settings' runs, between runs; during the search, between batches of trials (every trial asked
 is told), with the sampler's state in the study, so that the same call goes on from there and
 finds what a search never stopped finds.
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from simapf.budget import Budget
-from simapf.estimate import recorded
+from simapf.jobs.budget import Budget
+from simapf.jobs.estimate import recorded
 from simapf.errors import ConfigError
 from simapf.search.report import OptimizeResult, write_report
 from simapf.search.study import (
@@ -83,10 +83,10 @@ def optimize(
     scheduler address) choose where runs execute, as for sweeps; the result does not depend on
     them. On Dask workers a scenario's own policy module runs only with `allow_user_code`.
 
-    `budget` (a `simapf.budget.Budget`, or a duration such as "10m" counted from now): stop once
-    it is spent (see the module's docstring), raising `simapf.budget.BudgetReached`; a budget
+    `budget` (a `simapf.jobs.budget.Budget`, or a duration such as "10m" counted from now): stop once
+    it is spent (see the module's docstring), raising `simapf.jobs.budget.BudgetReached`; a budget
     needs `out`. `announce`: called, before any run, with a line that says how many runs are
-    left at most and how long they should take (`simapf.estimate`).
+    left at most and how long they should take (`simapf.jobs.estimate`).
     """
     if not isinstance(budget, Budget):
         budget = Budget.parse(budget)

@@ -234,7 +234,7 @@ def format_result(r: OptimizeResult) -> str:
 def write_report(r: OptimizeResult, out: Path) -> None:
     import yaml
 
-    from simapf.figures import save_figure
+    from simapf.outputs.figures import save_figure
 
     if r.best is not None:
         doc = {
@@ -266,7 +266,7 @@ def pareto_figure(r: OptimizeResult):
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    import simapf.style
+    import simapf.outputs.style
 
     metric = r.metric
     unit = "s" if metric.split("/", 1)[0].endswith("_s") else ""
@@ -282,7 +282,7 @@ def pareto_figure(r: OptimizeResult):
     def y_of(v: float) -> float:
         return inf_row if math.isinf(v) else v
 
-    with matplotlib.rc_context(simapf.style.RC):
+    with matplotlib.rc_context(simapf.outputs.style.RC):
         fig = Figure(layout="constrained")
         ax = fig.subplots()
         if len(known):
@@ -323,7 +323,7 @@ def pareto_figure(r: OptimizeResult):
             ax.scatter([r.best["peak_rss_bytes"] / GiB], [r.best["objective"]], marker="*", s=220,
                        color="C2", edgecolor="black", zorder=4, label=f"best (trial {r.best['trial']})")  # fmt: skip
         if r.memory_bound_bytes is not None:
-            ax.axvline(r.memory_bound_bytes / GiB, color=simapf.style.COLORS["limit"], linestyle="--", linewidth=1,
+            ax.axvline(r.memory_bound_bytes / GiB, color=simapf.outputs.style.COLORS["limit"], linestyle="--", linewidth=1,
                        label="memory bound")  # fmt: skip
         ax.set_ylim(bottom=0)
         ax.set_xlabel("peak RSS, worst run (GiB)")

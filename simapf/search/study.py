@@ -9,7 +9,7 @@ A run is known by what it simulates, so the same scenario and seed asked for by 
 a compared setting) runs once; with a result directory every finished run is written to `runs/`
 (the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
 
-A time budget (simapf.budget) stops a search between runs of the compared settings, or between
+A time budget (simapf.jobs.budget) stops a search between runs of the compared settings, or between
 batches of trials, never inside one, so that every trial asked for has been told. The sampler's
 random state goes into the study when it stops (`save_sampler`) and is taken up again when the
 search goes on (`restore_sampler`): the trials after a budget stop are those a search never
@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from simapf import __version__
-from simapf.budget import Budget, run_within
+from simapf.version import __version__
+from simapf.jobs.budget import Budget, run_within
 from simapf.errors import ConfigError, SimapfError
-from simapf.estimate import Runs, Stage, Timings, estimate, key_of_task
+from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task
 from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
@@ -53,8 +53,8 @@ class Stopped(Exception):
 
 class Evaluator:
     """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`);
-    each run's time goes into `timings` (simapf.estimate). The runs of the compared settings stop
-    between runs once `budget` is spent, handed to `workers` in rounds (simapf.budget.run_within)."""
+    each run's time goes into `timings` (simapf.jobs.estimate). The runs of the compared settings stop
+    between runs once `budget` is spent, handed to `workers` in rounds (simapf.jobs.budget.run_within)."""
 
     def __init__(self, loaded: LoadedOptimization, run: Callable[[Sequence[RunTask]], Iterator[dict]],
                  runs_dir: Path | None, budget: Budget | None = None, workers: int = 1,

@@ -8,7 +8,7 @@ r = min(1, N/k) for k jobs on N cores.
 Cost per event is O(log n) with a virtual-work clock: V(t) = service one request has received
 since V was last reset, dV/dt = r. A job arriving at V0 with work w finishes when V reaches
 V0 + w, whatever happens to r meanwhile, so the heap of (V_finish, seq) never needs rekeying.
-One alarm (simapf.clock.Clock) is pending at a time, for the earliest completion
+One alarm (simapf.engine.clock.Clock) is pending at a time, for the earliest completion
 (request or GC); when the rates change it is replaced by an earlier one if needed, and a
 later-than-needed one is just a wake-up that reschedules (generation counter), so arrivals that
 slow everyone down create no event.
@@ -34,8 +34,8 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Final
 
-from simapf.clock import FINISH
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH
+from simapf.engine.environment import Environment
 
 NS: Final = 1_000_000_000
 _INV_NS: Final = 1e-9
@@ -73,7 +73,7 @@ class ProcessorSharing:
         if cores <= 0:
             raise ValueError("cores must be positive")
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.procs = float(procs) if procs is not None else float(cores)
         self.cores = min(float(cores), self.procs)
         self.gc_threads = float(gc_threads)

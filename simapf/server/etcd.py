@@ -46,8 +46,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from simapf.clock import FINISH
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH
+from simapf.engine.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
 
@@ -85,7 +85,7 @@ class ReadIndexLoop:
 
     def __init__(self, env: Environment, round_ns: int) -> None:
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.round_ns = round_ns
         self._waiting: list[tuple[Callback, Any]] = []  # reads for the next round
         self._out: list[tuple[Callback, Any]] | None = None  # the round out, and its reads
@@ -144,7 +144,7 @@ class EtcdMember:
     def __init__(self, env: Environment, params: EtcdParams, read_index: ReadIndexLoop | None = None) -> None:
         self.params = params
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.read_index = read_index
         self.ranges = 0  # ranges started since the start
         c = params.concurrency

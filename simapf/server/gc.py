@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from simapf.clock import FINISH, RELEASE
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH, RELEASE
+from simapf.engine.environment import Environment
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
 from simapf.server.params import MiB, ServerParams
@@ -63,7 +63,7 @@ class GoGC:
         self, env: Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
     ) -> None:
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.params = params
         self.memory = memory
         self.cpu = cpu

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Callable, Final, Protocol
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server.params import ServerParams
 from simapf.server.pool import ALLOCATOR, DOUBLING, EncodeBufferPool
 
@@ -78,7 +78,7 @@ class MemoryModel:
     def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
         """`seed` draws the Ps that encode buffers are taken and given back on."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         p = params.process
         self.nonheap_bytes = p.nonheap_bytes
         self.meta = 1.0 + p.heap_metadata_fraction

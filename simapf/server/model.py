@@ -19,8 +19,8 @@ from typing import Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
 
-from simapf.clock import FINISH, RELEASE
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH, RELEASE
+from simapf.engine.environment import Environment
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EmbeddedEtcd, EtcdMember, EtcdModel, etcd_for
@@ -141,7 +141,7 @@ class ResourceModel:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
         default its own, from `params.etcd`)."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
         # The idle process's own work (baseline_cores) runs all the time: requests share the rest.

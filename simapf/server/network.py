@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from simapf.clock import FINISH
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH
+from simapf.engine.environment import Environment
 from simapf.server.cpu import ProcessorSharing
 
 
@@ -31,7 +31,7 @@ class Link:
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.stream_bytes_per_s = float(stream_bytes_per_s)
         self.link_bytes_per_s = link_bytes_per_s
         # With a shared limit, work is in seconds of one stream at full pace and the link serves

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Callable, Final
 
-from simapf.clock import FINISH
-from simapf.environment import RunClock
+from simapf.engine.clock import FINISH
+from simapf.engine.environment import RunClock
 from simapf.server.cpu import NS
 from simapf.server.gc import GoGC
 from simapf.server.memory import MemoryModel

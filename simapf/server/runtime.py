@@ -24,8 +24,8 @@ from simapf.apf.objects import APFObjects
 from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
-from simapf.clock import FINISH
-from simapf.environment import Environment
+from simapf.engine.clock import FINISH
+from simapf.engine.environment import Environment
 from simapf.server.model import CachedResource, ResourceModel, ServerSnapshot
 from simapf.server.network import Link
 from simapf.server.params import FeatureGates, ServerParams
@@ -162,7 +162,7 @@ class SimulatedAPIServer:
         `replica`: its number among the apiserver replicas; `etcd`: the etcd they share (by
         default one of its own)."""
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.replica = replica
         self.admission = admission
         self.model = ResourceModel(env, params, rng, etcd)

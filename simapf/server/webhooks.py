@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S
-from simapf.clock import FINISH, Clock
+from simapf.engine.clock import FINISH, Clock
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Each backend takes `RunTask`s and yields their rows as they finish, in whatever order they
 finish; the caller writes each row as it arrives, so a run is on disk the moment it is done.
 The backends do nothing but move tasks and rows: the run itself, its seed and its row are the
-same wherever it executes. A row the result cache holds (simapf.cache) is not sent anywhere:
+same wherever it executes. A row the result cache holds (simapf.jobs.cache) is not sent anywhere:
 this process reads it, and keeps every row that comes back (`measure.cached_rows`).
 """
 
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.errors import ConfigError, SimapfError
 from simapf.sweeps.measure import RunTask, cached_rows, execute, execute_at
 
@@ -196,9 +196,9 @@ def _check_workers(client) -> None:
     """Fail early, in one line, when the workers cannot run simapf at all."""
 
     def probe() -> str:
-        import simapf
+        from simapf.version import __version__
 
-        return simapf.__version__
+        return __version__
 
     try:
         versions = client.run(probe)

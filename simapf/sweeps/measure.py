@@ -20,7 +20,7 @@ The row flattens a run's summary into scalar columns a DataFrame can hold:
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
 
-A row the result cache holds (simapf.cache, `cached_rows`) is not run again: it is the row
+A row the result cache holds (simapf.jobs.cache, `cached_rows`) is not run again: it is the row
 that run gave, `wall_s` included.
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.uncertainty.figures import figure_values
 
 # Outcomes as the apiserver model names them (simapf.server.runtime); always present, 0 if none.
@@ -51,7 +51,7 @@ SCALAR_METRICS = (
 )  # fmt: skip
 # Columns per priority level (and verb): metric/<level>[/<verb or reason>]; per client group and
 # verb as the client saw its requests: client_*/<client>/<verb> (client_p99_ok_s: the time within
-# which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.collect.p99_ok).
+# which 99 % of them succeeded, infinite when more than 1 % failed; see simapf.simulation.collect.p99_ok).
 PATTERN_METRICS = ("requests", "rejection_rate", "served", "mean_s", "p50_s", "p90_s", "p99_s", "client_error_rate",
                    "client_mean_s", "client_p50_s", "client_p90_s", "client_p99_s", "client_p99_ok_s",
                    "list_requests", "list_bytes")  # fmt: skip
@@ -112,10 +112,10 @@ def known_metric(pattern: str) -> bool:
 
 
 def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterator[tuple[int, dict]]]) -> Iterator[dict]:
-    """The rows of `tasks`: those the result cache holds (simapf.cache) first, then the others
+    """The rows of `tasks`: those the result cache holds (simapf.jobs.cache) first, then the others
     as `run` yields them ((index in the list it was given, row)), each kept in the cache as it
     arrives. Only this process, the one that asked for the runs, reads and writes the cache."""
-    from simapf import cache
+    from simapf.jobs import cache
 
     store = cache.active()
     keys = [row_key(t) if store is not None else None for t in tasks]
@@ -141,7 +141,7 @@ def row_key(task: RunTask) -> str | None:
     asked; None for a run of the user's own policy code."""
     import hashlib
 
-    from simapf import cache
+    from simapf.jobs import cache
 
     if cache.names_user_code(task.scenario):
         return None
@@ -200,7 +200,7 @@ class ListSeats:
 
 def measure(loaded) -> dict[str, Any]:
     """Run a loaded scenario and flatten what happened into one row of scalars."""
-    from simapf.runner import Simulation
+    from simapf.simulation.runner import Simulation
 
     sim = Simulation(loaded)
     seats = ListSeats()

@@ -7,7 +7,7 @@
 
 With an output directory, every finished run is written there at once (see `store`), and calling
 `sweep` again with the same directory resumes: runs already there are not run again. So a sweep
-given a time budget (simapf.budget) stops between runs once it is spent, and the same call
+given a time budget (simapf.jobs.budget) stops between runs once it is spent, and the same call
 without it (or with another) goes on from there.
 """
 
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf import __version__
-from simapf.budget import Budget, run_within
+from simapf.version import __version__
+from simapf.jobs.budget import Budget, run_within
 from simapf.errors import ConfigError, SimapfError
-from simapf.estimate import Runs, Stage, Timings, estimate, key_of_task, recorded
+from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task, recorded
 from simapf.sweeps import store
 from simapf.sweeps.backends import Backend, choose, cpu_count, release_workers, run_tasks, session
 from simapf.sweeps.measure import RunTask, bundle
@@ -63,11 +63,11 @@ def sweep(
     A scenario that names the user's own policy module runs that code wherever it runs; on
     Dask workers (other machines, other people's) only with `allow_user_code`.
 
-    `budget` (a `simapf.budget.Budget`, or a duration such as "10m" counted from now): stop
-    between runs once it is spent, raising `simapf.budget.BudgetReached`; the runs finished are
+    `budget` (a `simapf.jobs.budget.Budget`, or a duration such as "10m" counted from now): stop
+    between runs once it is spent, raising `simapf.jobs.budget.BudgetReached`; the runs finished are
     in `out` (which a budget needs), and calling `sweep` again goes on from there. `announce`:
     called, before any run, with a line that says how many runs are left and how long they
-    should take (`simapf.estimate`; it times a short pilot of the scenarios when no earlier
+    should take (`simapf.jobs.estimate`; it times a short pilot of the scenarios when no earlier
     run's timing is known).
     """
     if not isinstance(budget, Budget):

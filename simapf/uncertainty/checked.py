@@ -45,7 +45,7 @@ CALIBRATION_SOURCE = "issue132233-calibration-data"
 
 
 def validation_residuals(table: pd.DataFrame) -> list[Residual]:
-    """The validation table's rows (`simapf.calibrate.validation.run_table`) as residuals."""
+    """The validation table's rows (`simapf.calibrate.published.run_table`) as residuals."""
     out = []
     for row in table.to_dict("records"):
         kind = QUANTITY_KINDS.get(row["quantity"])

@@ -139,13 +139,13 @@ def run(scenario: Any, overrides: Any = (), progress: bool = False, uncertainty:
         workers: int | None = None, backend: str | None = None, dask: str | None = None,
         cache: bool = True) -> Any:  # fmt: skip
     """`simapf.run`: run a scenario (a loaded one, a Scenario, a dict or a file path) and return
-    its Result (`simapf.runner.run`); with `uncertainty` = N > 0, also N parameter draws (on
+    its Result (`simapf.simulation.runner.run`); with `uncertainty` = N > 0, also N parameter draws (on
     `workers` local processes, or `backend`/`dask` as for sweeps), and every headline figure of
     the summary with its interval. `cache`: read the point run and the draws from the result
-    cache when it holds them, and keep them there (simapf.cache)."""
-    from simapf.cache import turned_off
-    from simapf.runner import load
-    from simapf.runner import run as point_run
+    cache when it holds them, and keep them there (simapf.jobs.cache)."""
+    from simapf.jobs.cache import turned_off
+    from simapf.simulation.runner import load
+    from simapf.simulation.runner import run as point_run
 
     loaded = load(scenario, overrides)
     with turned_off(not cache):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simapf.apf.types import NS_PER_S
-from simapf.clock import ARRIVAL
+from simapf.engine.clock import ARRIVAL
 
 if TYPE_CHECKING:
     from simapf.server.runtime import SimulatedAPIServer

@@ -23,8 +23,8 @@ import numpy as np
 
 from simapf.apf.queueset import TIME_OUT
 from simapf.apf.types import NS_PER_S, RequestAttributes
-from simapf.clock import ARRIVAL
-from simapf.environment import RunClock
+from simapf.engine.clock import ARRIVAL
+from simapf.engine.environment import RunClock
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import ClientProcessing, RateLimit, RetryPolicy
 from simapf.server.network import Link

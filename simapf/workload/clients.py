@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import ARRIVAL
+from simapf.engine.clock import ARRIVAL
 from simapf.scenario.schema import Backoff as BackoffSpec
 from simapf.scenario.schema import DiscoveryClient, MutatorClient, OpenLoopClient, RequestTemplate
 from simapf.server.network import Link

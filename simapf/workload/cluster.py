@@ -14,8 +14,8 @@ from functools import partial
 from typing import Callable, Final, NamedTuple
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import ARRIVAL
-from simapf.environment import Environment
+from simapf.engine.clock import ARRIVAL
+from simapf.engine.environment import Environment
 from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
                                        watch_trigger)  # fmt: skip
 from simapf.server.costs import encode_cost, watch_buffer_copies
@@ -73,7 +73,7 @@ class Cluster:
     def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
         self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.environment.RunClock)
+        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
         self.servers = servers
         self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory

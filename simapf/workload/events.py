@@ -7,7 +7,7 @@ from typing import Callable, Mapping, Sequence
 from simapf.apf.estimators import WorkEstimator
 from simapf.apf.objects import APFObjects
 from simapf.apf.types import NS_PER_S
-from simapf.clock import ARRIVAL
+from simapf.engine.clock import ARRIVAL
 from simapf.scenario import schema
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.workload.clients import ClientGroup

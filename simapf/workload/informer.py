@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
-from simapf.clock import ARRIVAL
+from simapf.engine.clock import ARRIVAL
 from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
 from simapf.workload.clientgo import Backoff

@@ -16,7 +16,7 @@ from typing import Any, Callable, Final, Protocol
 import numpy as np
 
 from simapf.apf.types import ListOptions, RequestAttributes
-from simapf.environment import RunClock
+from simapf.engine.environment import RunClock
 from simapf.scenario.schema import Identity, RequestTemplate
 from simapf.server.network import Link
 from simapf.workload.clientgo import ClientStats, Requester

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simapf.clock import EventLoop, Phase
+from simapf.engine.clock import EventLoop, Phase
 from simapf.apf.integrator import Integrator, IntegratorResults
 from simapf.apf.queueset import EXECUTING, REJECTED, WAITING, QueueSet, Request
 

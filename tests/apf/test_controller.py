@@ -2,7 +2,7 @@
 
 import pytest
 
-from simapf.clock import EventLoop, Phase
+from simapf.engine.clock import EventLoop, Phase
 from simapf.apf.config import bootstrap_objects, parse_objects
 from simapf.apf.controller import APFController
 from simapf.apf.integrator import Integrator

@@ -1,6 +1,6 @@
 """Edge cases of the queueset found in review, each pinned to upstream's behaviour."""
 
-from simapf.clock import EventLoop, Phase
+from simapf.engine.clock import EventLoop, Phase
 from simapf.apf.queueset import DONE, QueueSet, Request
 
 MS = 1_000_000

@@ -5,7 +5,7 @@ to queue h mod 4. Nine requests arrive at t = 0 in a fixed order; the expected d
 releases, rejections and values of the progress meter R are those the real code printed.
 """
 
-from simapf.clock import EventLoop, Phase
+from simapf.engine.clock import EventLoop, Phase
 from simapf.apf.queueset import QueueSet, Request
 
 MS = 1_000_000

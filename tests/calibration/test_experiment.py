@@ -10,7 +10,7 @@ from simapf.calibrate import experiment, scenario
 from simapf.calibrate.data import Cell, Row
 from simapf.calibrate.experiment import ExperimentSetup, cell_seed, run_params
 from simapf.calibrate.scenario import run_cell, scenario_for
-from simapf.observe import Reading, Readings
+from simapf.simulation.observe import Reading, Readings
 from simapf.server.costs import compute_plan
 from simapf.server.params import ServerParams
 from simapf.server.paths import RequestCost, ResponseShape, ServingPath

@@ -9,7 +9,7 @@ import simapf
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.scenario import run_cell, scenario_for
-from simapf.observe import scraped_peak
+from simapf.simulation.observe import scraped_peak
 from simapf.server.params import ServerParams
 
 CELLS = {c.row.label + f" {c.seats} seats": c for c in cells(load_rows())}

@@ -16,7 +16,7 @@ import math
 import pytest
 
 import simapf
-from simapf.calibrate import validation as v
+from simapf.calibrate import published as v
 
 ROWS = v.load_table()
 SOURCES = v.load_sources()
@@ -99,7 +99,7 @@ def test_a_reading_is_the_median_of_its_seeds():
 
 
 def test_scraped_peak_reads_like_a_dashboard():
-    from simapf.observe import scraped_peak
+    from simapf.simulation.observe import scraped_peak
 
     # One spike in 30 one-second samples: a 15 s scraper catches it at one phase in 15.
     trace = [1.0] * 30

@@ -19,7 +19,7 @@ import yaml
 from click.testing import CliRunner
 
 from simapf.cli import main
-from simapf.result import Result
+from simapf.simulation.result import Result
 
 BAD = Path(__file__).parents[1] / "data" / "scenarios" / "bad"
 EXPECTED: dict[str, list[str]] = yaml.safe_load((BAD / "expected.yaml").read_text())
@@ -187,9 +187,9 @@ def _boom(*_args, **_kwargs):
 
 
 def test_write_failure_leaves_no_directory(tmp_path, monkeypatch):
-    import simapf.figures
+    import simapf.outputs.figures
 
-    monkeypatch.setattr(simapf.figures, "overview_figure", _boom)
+    monkeypatch.setattr(simapf.outputs.figures, "overview_figure", _boom)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="figure failed"):
         _tiny_result().write(out)
@@ -198,13 +198,13 @@ def test_write_failure_leaves_no_directory(tmp_path, monkeypatch):
 
 
 def test_write_failure_keeps_the_earlier_run(tmp_path, monkeypatch):
-    import simapf.figures
+    import simapf.outputs.figures
 
     out = tmp_path / "out"
     _tiny_result().write(out, figure=False)
     before = sorted(p.name for p in out.iterdir())
     assert "summary.json" in before
-    monkeypatch.setattr(simapf.figures, "overview_figure", _boom)
+    monkeypatch.setattr(simapf.outputs.figures, "overview_figure", _boom)
     with pytest.raises(RuntimeError):
         _tiny_result().write(out)
     assert sorted(p.name for p in out.iterdir()) == before
@@ -214,12 +214,12 @@ def test_write_failure_keeps_the_earlier_run(tmp_path, monkeypatch):
 def test_cli_write_error_is_one_line_and_leaves_nothing(base_file, tmp_path, monkeypatch):
     import errno
 
-    import simapf.figures
+    import simapf.outputs.figures
 
     def full_disk(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(simapf.figures, "overview_figure", full_disk)
+    monkeypatch.setattr(simapf.outputs.figures, "overview_figure", full_disk)
     out = tmp_path / "runs" / "out"
     result = _invoke(["run", str(base_file), "--out", str(out), "--no-progress"])
     assert result.exit_code == 2, result.output

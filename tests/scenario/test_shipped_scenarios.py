@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simapf.runner import run
+from simapf.simulation.runner import run
 from simapf.scenario import load_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))

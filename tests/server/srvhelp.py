@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simapf.apf.types import ListOptions, RequestAttributes
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import (
     Encoding,
     ResourceModel,

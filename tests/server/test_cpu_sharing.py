@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server.cpu import ProcessorSharing
 
 S = 1_000_000_000

@@ -9,9 +9,9 @@ import statistics
 import pytest
 
 import simapf
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.errors import ConfigError
-from simapf.runner import Simulation
+from simapf.simulation.runner import Simulation
 from simapf.server.memory import MemoryModel
 from simapf.server.params import ServerParams
 

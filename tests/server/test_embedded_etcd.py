@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.errors import ConfigError
 from simapf.scenario import load_scenario
 from simapf.server import ResourceModel, ServerParams, ServingPath

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import Encoding, ResourceModel, ServerParams, ServingPath
 from simapf.server.pool import (ALLOCATOR, DOUBLING, GET, PUT, EncodeBufferPool, grow, grown_capacity, growth_alloc_bytes,
                                 resident_after_growth)

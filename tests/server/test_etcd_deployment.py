@@ -15,14 +15,14 @@ import simapf
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.scenario import scenario_for
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.errors import ConfigError
-from simapf.runner import run_lean
+from simapf.simulation.runner import run_lean
 from simapf.scenario.schema import Scenario
 from simapf.server import ResourceModel, ServerParams, ServingPath
 from simapf.server.etcd import EtcdModel, ReadIndexLoop, range_work
 from simapf.server.params import EtcdParams
-from simapf.summary_text import format_summary
+from simapf.simulation.summary_text import format_summary
 
 from srvhelp import S, cost
 
@@ -268,7 +268,7 @@ def test_the_calibrations_scenario_writes_its_deployment_and_computes_what_it_di
 def test_an_imported_scenario_says_which_etcd_it_runs_against(tmp_path):
     """`simapf import` cannot read etcd's deployment from an apiserver's artefacts: it writes the
     default's every field, and its header says what that stands for and what to set."""
-    from simapf.importer import import_cluster
+    from simapf.scenario.importer import import_cluster
 
     examples = Path(__file__).resolve().parents[2] / "examples" / "cluster"
     out = import_cluster(examples, tmp_path / "cluster.yaml", scraped_at_unix_s=1763716400)

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 import simapf
-from simapf.environment import Environment
-from simapf.export import openmetrics_text
+from simapf.engine.environment import Environment
+from simapf.outputs.export import openmetrics_text
 from simapf.server import ResourceModel, ServerParams, ServingPath
 
 from srvhelp import S, cost

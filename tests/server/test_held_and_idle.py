@@ -13,7 +13,7 @@ import pytest
 
 import simapf
 from simapf.apf.types import RequestAttributes
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import ResourceModel, ServerParams
 from simapf.server.costs import cache_bytes
 from simapf.server.model import CachedResource

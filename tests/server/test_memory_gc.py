@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.params import MiB
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import simapf
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.errors import ConfigError
 from simapf.server import ResourceModel, ServerParams, ServingPath, compute_plan
 from simapf.server.costs import DEFAULT_GZIP_RATIO, fresh_buffer_bytes

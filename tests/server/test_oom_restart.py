@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import CachedResource, ProcessState, ResourceModel, ServerParams, ServingPath
 
 from srvhelp import S, cost

@@ -13,7 +13,7 @@ import pytest
 
 import simapf
 from simapf.apf.types import ListOptions
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import CachedResource, ResourceModel, ServerParams
 from simapf.server.costs import STREAM_CHUNKS_HELD, compute_plan, refill_plan
 from simapf.server.paths import RequestCost, ResponseShape, ServingPath, is_range_streamed, plan_request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import (
     CachedResource,
     Encoding,

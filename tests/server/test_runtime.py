@@ -4,14 +4,14 @@ import pytest
 
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.apf.integrator import Integrator
-from simapf.clock import Phase
-from simapf.environment import Environment
+from simapf.engine.clock import Phase
+from simapf.engine.environment import Environment
 from srvhelp import LIST_USER
 from simapf.server.etcd import range_work
 from simapf.calibrate.data import Cell, Row
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.scenario import run_cell, scenario_for
-from simapf.runner import run_lean
+from simapf.simulation.runner import run_lean
 from simapf.scenario import load_scenario
 from simapf.server.params import ServerParams
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath

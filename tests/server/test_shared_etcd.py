@@ -7,7 +7,7 @@ import pytest
 import simpy
 
 from simapf import run
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server.etcd import EtcdModel
 from simapf.server.params import EtcdParams
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import ResourceModel, ServerParams
 from simapf.server.costs import ETCD_MAX_RESPONSE_BYTES, ETCD_RESPONSE_TOO_LARGE, compute_plan, fresh_buffer_bytes
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath

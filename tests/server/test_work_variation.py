@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simapf.environment import Environment
+from simapf.engine.environment import Environment
 from simapf.server import ResourceModel, ServerParams, ServingPath
 from simapf.server.runtime import SimulatedAPIServer
 from simapf.server.variation import BLOCK, KEPT_BLOCKS, STAGES, WorkVariation

@@ -7,7 +7,7 @@ CODE = """
 import sys
 import simapf
 assert "pandas" not in sys.modules, "import simapf must not import pandas"
-from simapf.runner import Simulation          # loading the run module ...
+from simapf.simulation.runner import Simulation          # loading the run module ...
 import simapf.sweeps, simapf.comparison
 assert callable(simapf.run) and simapf.run.__name__ == "run"   # ... leaves simapf.run the function
 for name in ("sweep", "compare", "load_sweep"):

@@ -19,7 +19,7 @@ from simapf.scenario.schema.clients import (
 )
 from simapf.server.paths import Encoding, RequestCost, ResponseShape, ServingPath
 from simapf.server.runtime import OK, REJECTED, ServerRequest
-from simapf.summary_text import format_summary
+from simapf.simulation.summary_text import format_summary
 from simapf.workload.clientgo import ClientStats, Requester, ResponseProcessor
 
 ROOT = Path(__file__).resolve().parents[2]

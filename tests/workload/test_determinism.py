@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from wlhelp import closed_loop, discovery, informer, mutator, open_loop, outage, scenario
 
-from simapf.runner import run
+from simapf.simulation.runner import run
 
 SECRETS = {"name": "secrets", "count": 300, "namespaces": 3, "object_size": {"mean_bytes": 8192, "distribution": "lognormal"}}
 CONFIGMAPS = {"name": "configmaps", "count": 200, "namespaces": 4, "object_size": {"mean_bytes": 1024, "distribution": "exponential"}}
@@ -72,7 +72,7 @@ _CHILD = """
 import json, sys
 sys.path[:0] = [{tests!r}, {builders!r}]  # this test's folder, and tests/ for builders.py
 from test_determinism import busy_scenario, _comparable
-from simapf.runner import run
+from simapf.simulation.runner import run
 r = run(busy_scenario())
 r.series.to_parquet({out!r} + ".parquet")
 with open({out!r} + ".json", "w") as f:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simapf import load_scenario, run
-from simapf.runner import Simulation
+from simapf.simulation.runner import Simulation
 from simapf.server.params import ServerParams
 
 WATCH_BYTES = ServerParams().request_memory.watch_held_bytes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simapf import load_scenario
-from simapf.runner import Simulation
+from simapf.simulation.runner import Simulation
 from simapf.server.params import ServerParams
 
 WATCH_BYTES = ServerParams().request_memory.watch_held_bytes

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from simapf import load_scenario
-from simapf.runner import Simulation
+from simapf.simulation.runner import Simulation
 from simapf.server.cache_index import node_objects, watch_trigger
 from simapf.server.costs import compute_plan
 from simapf.server.paths import Encoding, ServingPath

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simapf.apf.types import NS_PER_S
-from simapf.result import Result
-from simapf.runner import Simulation
+from simapf.simulation.result import Result
+from simapf.simulation.runner import Simulation
 from simapf.scenario.load import load_scenario
 
 from builders import (  # noqa: F401 (the workload tests' builders)

@@ -3,7 +3,7 @@
 - `openmetrics`: every series of `series.parquet` as an OpenMetrics text file, one timestamped
   sample per scrape, and the latency histograms of `histograms.parquet` (upstream's names,
   labels and buckets), each family with the type, unit and help text kube-apiserver gives it
-  (`simapf.metric_help`), written with prometheus-client's OpenMetrics exposition, so `promtool
+  (`simapf.outputs.metric_help`), written with prometheus-client's OpenMetrics exposition, so `promtool
   tsdb create-blocks-from openmetrics` can load a run into Prometheus and a Grafana dashboard
   built for a real cluster show it (`examples/grafana`). Timestamps are the
   simulated seconds plus `start_unix_s` (0 by default: the run starts at the Unix epoch; give a
@@ -27,10 +27,10 @@ import pandas as pd
 
 from simapf.errors import ConfigError
 from simapf.files import OUTPUT_MARKER, changed_since_written, check_output_file, json_text, read_output_marker
-from simapf.histograms import LABELS as HISTOGRAM_LABELS
-from simapf.histograms import UPSTREAM_VERBS
-from simapf.metric_help import Family, family_name, family_of
-from simapf.observe import LABELS
+from simapf.simulation.histograms import LABELS as HISTOGRAM_LABELS
+from simapf.simulation.histograms import UPSTREAM_VERBS
+from simapf.outputs.metric_help import Family, family_name, family_of
+from simapf.simulation.observe import LABELS
 
 FORMATS = ("openmetrics", "perfdata")
 
@@ -178,7 +178,7 @@ def _check_start(start_unix_s: float) -> None:
 
 def _family(metric: str, fallback_type: str):
     """An empty family for the run's series or histogram `metric`, with its type, unit and help
-    text from simapf.metric_help (upstream's, for upstream's metrics). A name simapf does not
+    text from simapf.outputs.metric_help (upstream's, for upstream's metrics). A name simapf does not
     describe (a run of another simapf version) keeps `fallback_type` and says so in its help."""
     from prometheus_client.core import Metric
 
@@ -219,7 +219,7 @@ def _snapshots(hist: pd.DataFrame, path: Path) -> list[tuple[int, int]]:
 
 
 def _histogram_families(hist: pd.DataFrame, start_unix_s: float, path: Path) -> Iterator:
-    """Each histogram of `histograms.parquet` (simapf.histograms) as one family, a sample per
+    """Each histogram of `histograms.parquet` (simapf.simulation.histograms) as one family, a sample per
     scrape. The file holds each snapshot as consecutive rows: its buckets, then _sum and _count."""
     from prometheus_client.core import HistogramMetricFamily
 

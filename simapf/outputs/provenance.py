@@ -20,10 +20,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.files import json_text
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def canonical_sha256(data: Any) -> str:

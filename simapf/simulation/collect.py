@@ -14,11 +14,11 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 import pandas as pd
 
-from simapf import __version__
+from simapf.version import __version__
 from simapf.apf.types import NS_PER_S
-from simapf.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
-from simapf.provenance import provenance
-from simapf.result import Result
+from simapf.simulation.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
+from simapf.outputs.provenance import provenance
+from simapf.simulation.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
 from simapf.server.params import ServerParams
@@ -32,7 +32,7 @@ from simapf.workload.cluster import Cluster
 
 
 class Finished(Protocol):
-    """What a finished run offers to be read (a `simapf.runner.Simulation`)."""
+    """What a finished run offers to be read (a `simapf.simulation.runner.Simulation`)."""
 
     loaded: LoadedScenario
     scenario: Scenario

@@ -6,9 +6,9 @@ source describes it (`calibration/validation/scenarios/`), overrides in `simapf 
 a quantity read from the run (`EXTRACTORS`, or `ratio` of two such readings), the measured value
 and the tolerance the source's precision allows.
 
-    from simapf.calibrate import validation
-    df = validation.run_table()                  # every row; a DataFrame
-    print(validation.markdown(df))               # the table for docs/validation.md
+    from simapf.calibrate import published
+    df = published.run_table()                  # every row; a DataFrame
+    print(published.markdown(df))               # the table for docs/validation.md
 
 Runs are deduplicated (rows reading the same scenario with the same overrides share one run)
 and executed in local worker processes (joblib/loky, the sweeps' local backend), each worker
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from simapf.errors import ConfigError
-from simapf.observe import scraped_peak
+from simapf.simulation.observe import scraped_peak
 from simapf.files import read_yaml
 
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
@@ -454,11 +454,11 @@ def harness_scenario(harness: dict[str, Any]) -> dict[str, Any]:
 
 def _load(scenario: str, base: str, over: dict[str, Any]):
     """A table run's scenario: a file of the table's folder, or a harness cell's."""
-    import simapf
+    from simapf.scenario.load import load_scenario
 
     if scenario.startswith(HARNESS):
-        return simapf.load_scenario(harness_scenario(json.loads(scenario[len(HARNESS):])), over, base_dir=base)
-    return simapf.load_scenario(Path(base) / scenario, over)
+        return load_scenario(harness_scenario(json.loads(scenario[len(HARNESS):])), over, base_dir=base)
+    return load_scenario(Path(base) / scenario, over)
 
 
 def _build(rows: list[dict]) -> dict[str, Row]:
@@ -494,13 +494,13 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
     """Run one scenario (in a worker), its seed moved on by `seed_offset` (or, with `draws`, its
     own seed and parameter draw `draw`), and return the readings asked of it, {(quantity, args):
     value}, and the run's regime (`simapf.uncertainty.model_error.regime_of`)."""
-    import simapf
+    from simapf.simulation.runner import run
     from simapf.uncertainty.coverage import run_inputs
     from simapf.uncertainty.model_error import regime_of
 
     start = time.perf_counter()
     loaded = _run_scenario(scenario, overrides, base, seed_offset, draws, draw)
-    result = simapf.run(loaded, cache=False)  # run_table caches what the run is read for, not all of it
+    result = run(loaded, cache=False)  # run_table caches what the run is read for, not all of it
     params = loaded.params
     values = {}
     for quantity, args in readings:
@@ -514,7 +514,7 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
 def _run_scenario(scenario: str, overrides: str, base: str, seed_offset: int = 0, draws: Any = None,
                   draw: int = 0):  # fmt: skip
     """The loaded scenario of one run of the table (see `_run_one`)."""
-    import simapf
+    from simapf.scenario.load import load_scenario
     from simapf.uncertainty.intervals import drawn_scenario
 
     over = json.loads(overrides)
@@ -524,7 +524,7 @@ def _run_scenario(scenario: str, overrides: str, base: str, seed_offset: int = 0
         loaded = _load(scenario, base, over)
     if draws is not None:
         data = drawn_scenario(loaded.scenario.model_dump(mode="json"), loaded.params, draws, draw)
-        loaded = simapf.load_scenario(data, base_dir=loaded.base_dir)
+        loaded = load_scenario(data, base_dir=loaded.base_dir)
     return loaded
 
 
@@ -533,9 +533,9 @@ _TASK_FIELDS = ("key", "seed_offset", "draw")
 
 
 def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, dict]:
-    """The outputs of `tasks` the result cache holds (simapf.cache), the tasks left to run, and
+    """The outputs of `tasks` the result cache holds (simapf.jobs.cache), the tasks left to run, and
     the cache key of each of those by its output's identity (None: not to be cached)."""
-    from simapf import cache
+    from simapf.jobs import cache
     from simapf.scenario.load import user_policies
 
     store = cache.active()
@@ -558,7 +558,7 @@ def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, d
 
 def _kept(outputs: Iterable[dict], keys: dict) -> Iterator[dict]:
     """`outputs`, each put in the result cache as it comes, under the key `_from_cache` gave its run."""
-    from simapf import cache
+    from simapf.jobs import cache
 
     store = cache.active() if keys else None
     for out in outputs:
@@ -582,7 +582,7 @@ def _cost_hint(scenario: str, base: Path) -> float:
 
 def table_runs(path: str | Path = TABLE, seeds: int = SEEDS) -> list[tuple[Any, int]]:
     """What `run_table` runs for the whole table: each scenario it loads, with its runs (one per
-    seed); for an estimate of its time (simapf.estimate)."""
+    seed); for an estimate of its time (simapf.jobs.estimate)."""
     path = Path(path)
     keys = {part.run_key for row in _build(load_table(path)).values() for part in row.parts}
     return [(_load(s, str(path.parent), json.loads(o)), seeds) for s, o in sorted(keys)]
@@ -769,7 +769,7 @@ def markdown(df: pd.DataFrame, sources: dict[str, dict] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-if __name__ == "__main__":  # python -m simapf.calibrate.validation [row ...]
+if __name__ == "__main__":  # python -m simapf.calibrate.published [row ...]
     import sys
 
     frame = run_table(sys.argv[1:] or None, progress=True)

@@ -26,16 +26,16 @@ class Result:
     scenario: dict[str, Any] = field(default_factory=dict)
     # per client and verb, as the client saw its logical requests (see `_client_latency_table`)
     client_latency: pd.DataFrame | None = None
-    # upstream's latency histograms at every scrape (simapf.histograms), built when first asked for
+    # upstream's latency histograms at every scrape (simapf.simulation.histograms), built when first asked for
     _histograms: Any = field(default=None, repr=False, compare=False)
-    # Read back from the result cache (simapf.cache) rather than computed by this call; every
+    # Read back from the result cache (simapf.jobs.cache) rather than computed by this call; every
     # number, `summary["wall_s"]` included, is the run's as it was computed.
     cached: bool = field(default=False, compare=False)
 
     @property
     def histograms(self) -> pd.DataFrame | None:
         """The latency histograms, long form: time_s, metric (`<name>_bucket`, `_sum`, `_count`),
-        labels, le, value (cumulative counts); see `simapf.histograms`."""
+        labels, le, value (cumulative counts); see `simapf.simulation.histograms`."""
         if self._histograms is not None and not isinstance(self._histograms, pd.DataFrame):
             self._histograms = self._histograms.frame()
         return self._histograms
@@ -88,7 +88,7 @@ class Result:
                 self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
             (tmp / "summary.json").write_text(json_text(self.summary, indent=2, default=_json_default) + "\n")
             if figure:
-                from simapf.figures import overview_figure, save_figure
+                from simapf.outputs.figures import overview_figure, save_figure
 
                 save_figure(overview_figure(self), tmp / "overview", self.summary.get("provenance"))
         return out

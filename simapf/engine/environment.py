@@ -4,7 +4,7 @@ simapf schedules only whole nanoseconds (every time is an int, and runs end at a
 so the clock SimPy keeps is always an int. Saying so here lets the typed modules read it as one,
 and lets the compiled core (simapf.compiled_core) keep it unboxed.
 
-`RunClock` is the full run's `simapf.clock.Clock`: what the components hold, the time (`now`)
+`RunClock` is the full run's `simapf.engine.clock.Clock`: what the components hold, the time (`now`)
 and `at`, which queues a bare callback with no event object. It shares SimPy's queue and event
 counter, so the heap holds one entry shape, (time, phase, id, fn, arg): an alarm's callback and
 argument, or, for the SimPy events tests still make, `_fire` and the event. `run_until` is
@@ -23,7 +23,7 @@ import simpy
 from simpy.core import EmptySchedule, SimTime
 from simpy.events import NORMAL, URGENT, Event, EventPriority
 
-from simapf.clock import FINISH, RELEASE
+from simapf.engine.clock import FINISH, RELEASE
 
 # SimPy's priorities are phases: URGENT (a process starts or resumes) is RELEASE, NORMAL (a
 # timeout, a triggered event) FINISH.

@@ -571,7 +571,7 @@ def _header(notes: list[str], metrics: Path, api_resources: Path, apf: Path, apf
             uptime_s: float, how: str) -> list[str]:  # fmt: skip
     etcd = imported_etcd()
     return [
-        "# Imported by `simapf import` from a real cluster's artefacts (simapf/importer.py says how).",
+        "# Imported by `simapf import` from a real cluster's artefacts (simapf/scenario/importer.py says how).",
         f"#   {metrics}: kubectl get --raw /metrics; uptime {uptime_s:,.0f} s ({how})",
         f"#   {api_resources}: kubectl api-resources",
         f"#   {apf}: kubectl get flowschemas,prioritylevelconfigurations -o yaml (copied to {apf_copy})",

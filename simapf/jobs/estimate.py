@@ -67,7 +67,8 @@ def state_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def _flavour() -> str:
     """What makes a run's time differ besides its scenario: simapf's version, compiled or not."""
-    from simapf import __version__, compiled_core
+    from simapf import compiled_core
+    from simapf.version import __version__
 
     return f"{__version__}/{compiled_core.compiled()}"
 
@@ -204,7 +205,7 @@ class Stage:
 def pilot(loaded: Any, lean: bool = False) -> float:
     """Seconds one run of `loaded` will take, from its first simulated seconds (see the module's
     docstring). Raises whatever building or running the scenario raises."""
-    from simapf.runner import Simulation, _ns
+    from simapf.simulation.runner import Simulation, _ns
 
     sc = loaded.scenario
     total = float(sc.run.duration_s)

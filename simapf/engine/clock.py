@@ -8,7 +8,7 @@ time-out of its instant, a request whose deadline coincides with a finish that f
 dispatched rather than timed out, and the periodic borrowing adjustment sees that instant's
 arrivals.
 
-Two clocks implement it: the full run's (`simapf.environment.RunClock`, on the SimPy
+Two clocks implement it: the full run's (`simapf.engine.environment.RunClock`, on the SimPy
 environment) and `EventLoop` here, the clock of `simapf replay` and of the APF core's tests. As
 upstream's flow control takes one `eventclock.Interface`, the APF core cannot tell them apart.
 Both keep their callbacks in a heap of entries of one shape, (when, phase, order, fn, arg),

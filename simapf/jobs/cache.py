@@ -9,7 +9,7 @@ What decides an entry (its key):
 
 - the run: the fully resolved scenario (every default filled in, its seed), the resource
   model's parameters (the calibration) and the APF objects it starts with (the contents of the
-  files it names), as `simapf.provenance` hashes them, or for a task of a sweep or comparison,
+  files it names), as `simapf.outputs.provenance` hashes them, or for a task of a sweep or comparison,
   its scenario and the contents of the files bundled with it;
 - what was asked of the run: a whole `Result` (`simapf.run`: series, tables, histograms,
   request records), a sweep's row of metrics (`simapf.sweeps.measure`: the metric patterns
@@ -69,7 +69,7 @@ from simapf.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 FORMAT = 1  # of an entry's bytes: part of every key, so a new format never reads an old entry
 MAGIC = b"simapf-cache 1\n"
 DEFAULT_SIZE = 2**30
@@ -84,8 +84,9 @@ STALE_TEMPORARY_S = 3600.0  # a temporary file this old is a killed writer's: re
 # Modules that only draw, print or read the command line: nothing an entry holds comes from them,
 # so changing them (a figure's style) keeps the cache. Everything else in the package counts.
 PRESENTATION = frozenset({
-    "cli.py", "kepfigures.py", "figures.py", "style.py", "summary_text.py", "progress.py", "overlay.py",
-    "export.py", "metric_help.py", "messages.py", "compiled_core.py", "importer.py", "scenario/docs.py",
+    "cli.py", "outputs/kepfigures.py", "outputs/figures.py", "outputs/style.py", "simulation/summary_text.py",
+    "progress.py", "outputs/overlay.py", "outputs/export.py", "outputs/metric_help.py", "messages.py",
+    "compiled_core.py", "scenario/importer.py", "scenario/docs.py",
     "sweeps/progress.py", "sweeps/report.py", "comparison/text.py", "comparison/figure.py", "search/report.py",
     "calibrate/report.py", "calibrate/command.py",
 })  # fmt: skip
@@ -203,17 +204,17 @@ def key(kind: str, identity: Any) -> str:
     """The key of an entry of `kind` ("result", "row", "cell", "validation") for a run named by
     `identity` (plain data: JSON with sorted keys is hashed), with this simapf's version and
     sources."""
-    import simapf
-    from simapf.provenance import canonical_sha256
+    from simapf.outputs.provenance import canonical_sha256
+    from simapf.version import __version__
 
-    return canonical_sha256({"format": FORMAT, "kind": kind, "simapf_version": simapf.__version__,
+    return canonical_sha256({"format": FORMAT, "kind": kind, "simapf_version": __version__,
                              "sources_sha256": source_digest(), "identity": identity})  # fmt: skip
 
 
 def run_identity(loaded: Any) -> dict[str, Any]:
-    """What a loaded scenario's run is made of: the hashes `simapf.provenance` records (the
+    """What a loaded scenario's run is made of: the hashes `simapf.outputs.provenance` records (the
     resolved scenario, the calibration) and the APF objects of the files it names."""
-    from simapf.provenance import canonical_sha256
+    from simapf.outputs.provenance import canonical_sha256
 
     def objects(o: Any) -> list:
         return [m.model_dump(mode="json") for m in (*o.flow_schemas, *o.priority_levels)]
@@ -408,7 +409,7 @@ def active() -> Cache | None:
 def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any:
     """A loaded scenario's whole Result (`simapf.run`): from the cache when it holds it, else
     `compute()`d and kept there. `enabled` False, or a run of the user's own code: computed."""
-    from simapf.provenance import git_state
+    from simapf.outputs.provenance import git_state
     from simapf.scenario.load import user_policies
 
     cache = active() if enabled and not user_policies(loaded.scenario) else None

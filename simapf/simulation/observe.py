@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from simapf.apf.types import NS_PER_S
-from simapf.histograms import Histograms
+from simapf.simulation.histograms import Histograms
 from simapf.server.paths import ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
 from simapf.workload.cluster import GONE

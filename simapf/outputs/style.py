@@ -1,8 +1,8 @@
 """simapf's house style for figures: colour-blind-safe colours, sizes readable at 800 px wide.
 
-    import matplotlib.pyplot as plt, simapf.style
-    plt.rcParams.update(simapf.style.RC)
-    ax.plot(t, y, color=simapf.style.COLORS["memory"])
+    import matplotlib.pyplot as plt, simapf.outputs.style
+    plt.rcParams.update(simapf.outputs.style.RC)
+    ax.plot(t, y, color=simapf.outputs.style.COLORS["memory"])
 
 The palette is Okabe and Ito's eight colours ("Color Universal Design", 2008), which stay
 distinct for the common colour-vision deficiencies; the notebooks and figures use it in this

@@ -26,19 +26,19 @@ A spec lists figures; each says what to run and what to draw:
         kind: validation                     # the published measurements against the model
 
 Every figure is written as PNG, SVG and PDF at a KEP's size (8 x 4.5 inches per panel row, 100
-dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.style), with units on every
-axis and the scenario's events shaded. Its provenance (simapf.provenance: version, commit,
+dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.outputs.style), with units on every
+axis and the scenario's events shaded. Its provenance (simapf.outputs.provenance: version, commit,
 hashes of the resolved scenario and the calibration, seeds, replications) goes into each
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
 same spec and seeds give byte-identical PNG and SVG files.
 
 Before the first figure, `make` says how many runs the figures take and about how long
-(simapf.estimate). With a time budget (simapf.budget) it stops between figures once the budget
+(simapf.jobs.estimate). With a time budget (simapf.jobs.budget) it stops between figures once the budget
 is spent: the figures made so far are written (the directory's other figures are kept, as with
 `--only`), and the figures left are made by the same command with `--only` each of them.
 
-The simulations a figure rests on are read from the result cache (simapf.cache) when it holds
+The simulations a figure rests on are read from the result cache (simapf.jobs.cache) when it holds
 them, so redrawing figures after a change of style runs none again; each figure's log line
 says how many of its runs came from the cache.
 """
@@ -96,7 +96,7 @@ class Alignment(_Model):
 
 
 class Overlay(_Model):
-    """A real cluster's Prometheus data on one panel of a timeseries figure (simapf.overlay)."""
+    """A real cluster's Prometheus data on one panel of a timeseries figure (simapf.outputs.overlay)."""
 
     file: str = Field(..., description="A query_range JSON export or an OpenMetrics file, relative to the spec.")
     panel: PANEL_NAMES
@@ -188,7 +188,7 @@ def _scenario(fig: TimeseriesFigure | PoliciesFigure, base: Path):
 def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     """What a figure rests on, hashed without running anything: the resolved scenario (or sweep)
     and the calibration. `--check` compares these with the figure's provenance."""
-    from simapf.provenance import canonical_sha256
+    from simapf.outputs.provenance import canonical_sha256
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
@@ -218,7 +218,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
 
         return {"scenario_sha256": canonical_sha256(DEFAULT_DATA.read_text()),
                 "calibration_sha256": canonical_sha256(read_record(SHIPPED))}  # fmt: skip
-    from simapf.calibrate.validation import TABLE, load_table
+    from simapf.calibrate.published import TABLE, load_table
 
     return {"scenario_sha256": canonical_sha256(load_table(TABLE)),
             "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
@@ -233,9 +233,9 @@ def _new_figure(rows: int):
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure as MplFigure
 
-    import simapf.style
+    import simapf.outputs.style
 
-    matplotlib.rcParams.update(simapf.style.RC)
+    matplotlib.rcParams.update(simapf.outputs.style.RC)
     fig = MplFigure(figsize=(KEP_WIDTH_IN, 1.2 + ROW_HEIGHT_IN * rows), dpi=DPI, layout="constrained")
     return fig, fig.subplots(rows, 1, squeeze=False)[:, 0]
 
@@ -251,7 +251,7 @@ def _time_axis(ax, duration_s: float) -> float:
 
 def _draw_overlay(ax, o: Overlay, base: Path, summary: dict, how: str, div: float) -> None:
     """Real measurements on a panel: GiB for memory panels, counters as rates for rate panels."""
-    from simapf import overlay
+    from simapf.outputs import overlay
 
     if o.align.event is not None:
         if o.align.event >= len(summary["events"]):
@@ -271,11 +271,11 @@ def _draw_overlay(ax, o: Overlay, base: Path, summary: dict, how: str, div: floa
 def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
     import numpy as np
 
-    import simapf
-    import simapf.style
+    import simapf.outputs.style
+    from simapf.simulation.runner import run
 
     loaded = _scenario(fig_spec, base)
-    result = simapf.run(loaded)
+    result = run(loaded)
     s = result.summary
     fig, axes = _new_figure(len(fig_spec.metrics))
     div = 1.0
@@ -287,22 +287,22 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
             _per_replica(ax, result, metric, how, div)
             limit = s["memory"]["memory_limit_bytes"]
             if how == "gib" and limit:
-                ax.axhline(limit / 2**30, color=simapf.style.COLORS["limit"], ls="--", label="memory limit (each)")
+                ax.axhline(limit / 2**30, color=simapf.outputs.style.COLORS["limit"], ls="--", label="memory limit (each)")
         elif how == "by_replica":
             ax.text(0.5, 0.5, "one replica: every connection goes to it", transform=ax.transAxes, ha="center", color="grey")
         elif how == "gib":
             series = result.metric(metric)
             div = _time_axis(ax, s["duration_s"])
-            ax.plot(series.index / div, series.to_numpy() / 2**30, color=simapf.style.COLORS["memory"], label=label)
+            ax.plot(series.index / div, series.to_numpy() / 2**30, color=simapf.outputs.style.COLORS["memory"], label=label)
             limit = s["memory"]["memory_limit_bytes"]
             if limit:
-                ax.axhline(limit / 2**30, color=simapf.style.COLORS["limit"], ls="--", label="memory limit")
+                ax.axhline(limit / 2**30, color=simapf.outputs.style.COLORS["limit"], ls="--", label="memory limit")
         elif how == "rate":
             series = result.metric(metric)
             t = series.index.to_numpy()
             div = _time_axis(ax, s["duration_s"])
             if len(t) > 1:
-                ax.plot(t[1:] / div, np.diff(series.to_numpy()) / np.diff(t), color=simapf.style.COLORS["cpu"], label=label)
+                ax.plot(t[1:] / div, np.diff(series.to_numpy()) / np.diff(t), color=simapf.outputs.style.COLORS["cpu"], label=label)
         else:
             wide = result.rate(metric) if how == "rate_by_level" else result.wide(metric)
             busy = wide.max().sort_values(ascending=False)
@@ -341,7 +341,7 @@ def _per_replica(ax, result, metric: str, how: str, div: float) -> None:
         scale = 2**30 if how == "gib" else 1.0
         ax.plot(t / div, values.to_numpy() / scale, color=f"C{i}", label=f"replica {replica}")
     if metric == "process_resident_memory_bytes":
-        from simapf.figures import death_points
+        from simapf.outputs.figures import death_points
 
         for replica, at_s, rss_bytes in death_points(result):
             ax.plot([at_s / div], [rss_bytes / 2**30], "x", color=f"C{replica}", markersize=9, markeredgewidth=2)
@@ -377,11 +377,11 @@ def _interval(values) -> tuple[float, float]:
 
 
 def draw_policies(fig_spec: PoliciesFigure, base: Path):
-    import simapf
-    import simapf.style
+    import simapf.outputs.style
+    from simapf.comparison import compare
 
     loaded = _scenario(fig_spec, base)
-    cmp = simapf.compare(loaded, fig_spec.policies, replications=fig_spec.replications, workers=1)
+    cmp = compare(loaded, fig_spec.policies, replications=fig_spec.replications, workers=1)
     fig, axes = _new_figure(len(fig_spec.metrics))
     runs = cmp.runs
     for ax, metric in zip(axes, fig_spec.metrics):
@@ -389,13 +389,13 @@ def draw_policies(fig_spec: PoliciesFigure, base: Path):
             raise ConfigError(f"figure {fig_spec.name}: no metric {metric!r} in these runs; "
                               f"some there are: {', '.join(sorted(c for c in runs.columns if '/' not in c)[:12])}")  # fmt: skip
         scale, unit = _unit(metric)
-        for i, (policy, color) in enumerate(zip(cmp.policies, simapf.style.OKABE_ITO * 4)):
+        for i, (policy, color) in enumerate(zip(cmp.policies, simapf.outputs.style.OKABE_ITO * 4)):
             mean, half = _interval(runs.loc[runs["policy"] == policy, metric] / scale)
             ax.bar(i, mean, yerr=half, color=color, capsize=4, alpha=0.85)
         ax.set_xticks(range(len(cmp.policies)), cmp.policies, rotation=15, ha="right", fontsize=8)
         ax.set_ylabel(f"{metric} ({unit})")
         if metric == "peak_rss_bytes" and cmp.memory_limit_bytes:
-            ax.axhline(cmp.memory_limit_bytes / scale, color=simapf.style.COLORS["limit"], ls="--", label="memory limit")
+            ax.axhline(cmp.memory_limit_bytes / scale, color=simapf.outputs.style.COLORS["limit"], ls="--", label="memory limit")
             ax.legend(fontsize=8)
     fig.suptitle(fig_spec.title or f"{cmp.scenario_name}: mean and 95 % interval of {fig_spec.replications} "
                  "replications per policy, common random numbers")  # fmt: skip
@@ -403,22 +403,22 @@ def draw_policies(fig_spec: PoliciesFigure, base: Path):
 
 
 def draw_sweep(fig_spec: SweepFigure, base: Path):
-    import simapf
-    import simapf.style
+    import simapf.outputs.style
+    from simapf.sweeps import sweep
     from simapf.sweeps.spec import load_sweep_spec
 
     loaded = load_sweep_spec(base / fig_spec.sweep)
     for factor in [fig_spec.x] + ([fig_spec.hue] if fig_spec.hue else []):
         if factor not in loaded.spec.factors:
             raise ConfigError(f"figure {fig_spec.name}: {factor!r} is not a factor of {fig_spec.sweep}")
-    df = simapf.sweep(loaded, None, workers=1)
+    df = sweep(loaded, None, workers=1)
     fig, axes = _new_figure(len(fig_spec.y))
     groups = [(None, df)] if not fig_spec.hue else list(df.groupby(fig_spec.hue, sort=True))
     for ax, metric in zip(axes, fig_spec.y):
         if metric not in df.columns:
             raise ConfigError(f"figure {fig_spec.name}: no metric {metric!r} in the sweep's results")
         scale, unit = _unit(metric)
-        for (level, part), color in zip(groups, simapf.style.OKABE_ITO * 4):
+        for (level, part), color in zip(groups, simapf.outputs.style.OKABE_ITO * 4):
             xs, means, halves = [], [], []
             for x, g in part.groupby(fig_spec.x, sort=True):
                 mean, half = _interval(g[metric] / scale)
@@ -452,16 +452,16 @@ def draw_calibration(fig_spec: CalibrationFigure, base: Path):
 def draw_validation(fig_spec: ValidationFigure, base: Path):
     import numpy as np
 
-    import simapf.style
-    from simapf.calibrate import validation
+    import simapf.outputs.style
+    from simapf.calibrate import published
 
-    table = validation.run_table()  # deterministic whatever the workers: every core
+    table = published.run_table()  # deterministic whatever the workers: every core
     fig, axes = _new_figure(1)
     ax = axes[0]
     ok = table["within"].to_numpy()
     err = table["error"].clip(-1.0, 3.0).to_numpy()
     order = np.argsort(err)
-    colors = [simapf.style.COLORS["model"] if ok[i] else simapf.style.COLORS["limit"] for i in order]
+    colors = [simapf.outputs.style.COLORS["model"] if ok[i] else simapf.outputs.style.COLORS["limit"] for i in order]
     ax.barh(range(len(order)), err[order], color=colors)
     ax.axvspan(-0.3, 0.3, color="grey", alpha=0.15, lw=0)
     ax.set_yticks(range(len(order)), table["id"].to_numpy()[order], fontsize=5)
@@ -478,7 +478,7 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
     """PNG, SVG and PDF with `record` in their metadata and beside them."""
     import matplotlib
 
-    from simapf.provenance import figure_metadata
+    from simapf.outputs.provenance import figure_metadata
 
     paths = []
     with matplotlib.rc_context({"svg.hashsalt": "simapf"}):
@@ -492,8 +492,8 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
 
 
 def planned_runs(fig: Figure, base: Path) -> Any:
-    """The runs a figure rests on, as a `simapf.estimate.Stage` (for the estimate of its time)."""
-    from simapf.estimate import Runs, Stage
+    """The runs a figure rests on, as a `simapf.jobs.estimate.Stage` (for the estimate of its time)."""
+    from simapf.jobs.estimate import Runs, Stage
     from simapf.sweeps.backends import cpu_count
 
     if isinstance(fig, TimeseriesFigure):
@@ -519,7 +519,7 @@ def planned_runs(fig: Figure, base: Path) -> Any:
         params, setup, _record = load_params()
         return Stage([Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(load_rows())],
                      cpu_count())  # fmt: skip
-    from simapf.calibrate.validation import table_runs
+    from simapf.calibrate.published import table_runs
 
     return Stage([Runs(loaded, n) for loaded, n in table_runs()], cpu_count())
 
@@ -529,14 +529,14 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     """Make the spec's figures (or those named in `only`) in `out_dir`; returns the files.
 
     `announce`: called, before the first figure, with a line that says how many runs the
-    figures take and about how long (simapf.estimate). `budget` (simapf.budget.Budget): once it
+    figures take and about how long (simapf.jobs.estimate). `budget` (simapf.jobs.budget.Budget): once it
     is spent, make no more figures (the one being made is finished), write those made, and raise
-    `simapf.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
+    `simapf.jobs.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
     rest."""
-    from simapf import cache
-    from simapf.budget import Budget
+    from simapf.jobs import cache
+    from simapf.jobs.budget import Budget
     from simapf.files import output_directory
-    from simapf.provenance import build_record
+    from simapf.outputs.provenance import build_record
 
     budget = budget or Budget()
 
@@ -599,7 +599,7 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
     """Say how many runs the figures take and how long. A figure whose runs cannot be planned
     says why when it is drawn, as it did before there were estimates."""
     from simapf.errors import SimapfError
-    from simapf.estimate import estimate
+    from simapf.jobs.estimate import estimate
 
     try:
         stages = [planned_runs(f, base) for f in wanted]
@@ -612,7 +612,7 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
 
 def _runs_since(before: tuple[int, int]) -> str:
     """The simulations a figure rested on, and how many of them the result cache held."""
-    from simapf import cache
+    from simapf.jobs import cache
 
     reused, ran = (now - then for now, then in zip(cache.tally.snapshot(), before))
     runs = reused + ran

@@ -5,7 +5,7 @@
     result.summary["memory"]["peak_rss_bytes"]; result.series; result.latency
 
 `run` is deterministic: the same scenario and seed give the same summary and series, so a run
-already computed is read from the result cache (simapf.cache) instead.
+already computed is read from the result cache (simapf.jobs.cache) instead.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Iterable, Iterator
 
 from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
-from simapf.collect import collect
-from simapf.cycles import fewer_collections
-from simapf.environment import Environment
-from simapf.observe import Dashboard, Readings, Recorder
-from simapf.result import Result
+from simapf.simulation.collect import collect
+from simapf.engine.cycles import fewer_collections
+from simapf.engine.environment import Environment
+from simapf.simulation.observe import Dashboard, Readings, Recorder
+from simapf.simulation.result import Result
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.scenario.schema import Scenario
 from simapf.server.etcd import EtcdModel
@@ -101,7 +101,7 @@ class Simulation:
 
     def start(self) -> None:
         """Start the clients and schedule the scenario's events: the run's first instant. `run`
-        does this; a pilot (simapf.estimate) does it to time the run's first simulated seconds."""
+        does this; a pilot (simapf.jobs.estimate) does it to time the run's first simulated seconds."""
         for g in self.groups.values():
             g.start()
         self.events.schedule(self.scenario.events)
@@ -193,9 +193,9 @@ def run(
     (`simapf.run` is this with `uncertainty=N` besides: `simapf.uncertainty.intervals.run`.)
 
     `cache`: read the Result from the result cache when it holds this run, and keep it there
-    when it does not (simapf.cache; off also with SIMAPF_NO_CACHE=1). A Result from the cache
+    when it does not (simapf.jobs.cache; off also with SIMAPF_NO_CACHE=1). A Result from the cache
     is the computed one, byte for byte; `Result.cached` says where it came from."""
-    from simapf import cache as results
+    from simapf.jobs import cache as results
 
     loaded = load(scenario, overrides)
 

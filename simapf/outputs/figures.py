@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Result(Protocol):
-    """What the figures read of a run: a `simapf.result.Result`, which draws them when it is
+    """What the figures read of a run: a `simapf.simulation.result.Result`, which draws them when it is
     written (so this module does not import it)."""
 
     summary: dict[str, Any]
@@ -68,12 +68,12 @@ def death_points(result: "Result") -> list[tuple[int, float, float]]:
 
 
 def overview_figure(result: "Result") -> "Figure":
-    """The four panels, in the house style (simapf.style: colour-blind-safe colours)."""
+    """The four panels, in the house style (simapf.outputs.style: colour-blind-safe colours)."""
     import matplotlib
 
-    import simapf.style
+    import simapf.outputs.style
 
-    with matplotlib.rc_context({**simapf.style.RC, "figure.figsize": (11, 10)}):
+    with matplotlib.rc_context({**simapf.outputs.style.RC, "figure.figsize": (11, 10)}):
         return _overview(result)
 
 
@@ -197,13 +197,13 @@ def _overview(result: "Result") -> "Figure":
 
 
 def save_figure(fig: "Figure", stem: str | Path, provenance: dict | None = None) -> None:
-    """Write `stem`.png and `stem`.svg, and with a provenance record (simapf.provenance) put it
+    """Write `stem`.png and `stem`.svg, and with a provenance record (simapf.outputs.provenance) put it
     in both files' metadata (a PNG text chunk, the SVG's dc:description) and beside them as
     `stem`.provenance.json. Nothing in them changes from one save to the next: the same figure
     and record give the same bytes."""
     import matplotlib
 
-    from simapf.provenance import figure_metadata
+    from simapf.outputs.provenance import figure_metadata
 
     stem = Path(stem)
     record = provenance or {}

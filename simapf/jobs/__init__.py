@@ -1,0 +1,1 @@
+"""Long work: its estimate before it starts, its time budget, and the result cache."""

@@ -1,0 +1,1 @@
+"""What simapf writes for people and other tools: figures, exports, provenance."""

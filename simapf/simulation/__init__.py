@@ -1,0 +1,1 @@
+"""One run: built from a resolved scenario, run, observed, and its result."""

@@ -26,12 +26,12 @@ ROWS = load_rows()
 # (row label, seats) -> why the shipped model misses it; see docs/validation.md.
 _LINEAR_ETCD = (
     "the data's etcd serves ~260 MB/s of 1 MB ranges but piles up 10 MB ranges at 200 MB/s; a linear etcd "
-    "(one server at 259 MB/s, fitted) serves 200 MB/s of 10 MB ranges without a backlog. The per-byte penalty "
+    "(one server at 257 MB/s, fitted) serves 200 MB/s of 10 MB ranges without a backlog. The per-byte penalty "
     "that reached these cells was dropped: nothing in etcd's or the apiserver's code makes a range cost more "
     "per byte as it grows (calibration/validation-notes.md)"
 )
 _ETCD_EDGE = (
-    "at its max QPS with 1 seat, etcd (259 MB/s, fitted) is at the edge of its capacity for 1 MB ranges: a "
+    "at its max QPS with 1 seat, etcd (257 MB/s, fitted) is at the edge of its capacity for 1 MB ranges: a "
     "backlog of outstanding ranges builds that the data does not show (the knife edge of earlier records)"
 )
 KNOWN_MISSES: dict[tuple[str, int], str] = {
@@ -41,8 +41,6 @@ KNOWN_MISSES: dict[tuple[str, int], str] = {
     ("etcd 10 MB x100 @20/s", 10): _LINEAR_ETCD,
     ("etcd 10 MB x10 @20/s", 1): _LINEAR_ETCD,
     ("etcd 10 MB x10 @20/s", 10): _LINEAR_ETCD,
-    ("etcd 1 MB x1000 @200/s", 1): _ETCD_EDGE,
-    ("etcd 1 MB x10 @260/s", 1): _ETCD_EDGE,
 }
 KNOWN_CPU_MISSES: dict[str, str] = {}
 _SATURATED = (
@@ -50,10 +48,6 @@ _SATURATED = (
     "QPS (node CPU shared with the load generator), so it does not serve the whole max QPS"
 )
 KNOWN_SATURATED: dict[str, str] = {
-    "cache 100 KB x10 @6300/s": (
-        "cache 100 KB at 6300/s: the model's CPU for this row stops at ~10.0 cores against the "
-        "measured 10.6, so about 10 % of the LISTs are rejected at the QPS the experiment sustained"
-    ),
     "cache 1 MB x1000 @480/s": _SATURATED,
     "cache 10 MB x1000 @80/s": _SATURATED,
     "cache 10 MB x10 @80/s": _SATURATED,

@@ -31,18 +31,23 @@ class Gates(Protocol):
     """The feature gates APF reads, named as upstream names them (simapf.server.params.FeatureGates
     declares them)."""
 
-    SizeBasedListCostEstimate: bool  # LISTs charged by response size
-    WatchList: bool  # WATCH initialisation charged like a LIST
-    ConsistentListFromCache: bool  # consistent LISTs count as cache-served (etcd supports progress notify)
+    # Read-only: the scenario's gates are a frozen model.
+    @property
+    def SizeBasedListCostEstimate(self) -> bool: ...  # LISTs charged by response size
+
+    @property
+    def WatchList(self) -> bool: ...  # WATCH initialisation charged like a LIST
+
+    @property
+    def ConsistentListFromCache(self) -> bool: ...  # consistent LISTs count as cache-served (etcd supports progress notify)
 
 
-def _context_gates(gates: Gates | None) -> dict[str, bool]:
-    """The gates as an estimation context holds them; none given: the context's own defaults
-    (1.37's, every gate on)."""
+def _context_gates(gates: Gates | None) -> tuple[bool, bool, bool]:
+    """The gates as an estimation context holds them (size-based LIST cost, WatchList, etcd's
+    progress notify); none given: 1.37's, every gate on, as the context's own defaults."""
     if gates is None:
-        return {}
-    return {"size_based_list_cost_estimate": gates.SizeBasedListCostEstimate, "watch_list": gates.WatchList,
-            "etcd_supports_progress_notify": gates.ConsistentListFromCache}  # fmt: skip
+        return True, True, True
+    return gates.SizeBasedListCostEstimate, gates.WatchList, gates.ConsistentListFromCache
 
 
 def level_spec(pl: Any) -> LevelSpec:
@@ -139,6 +144,7 @@ class APFController:
                     queue_length_limit=queuing.queue_length_limit,
                     wait_limit_ns=self.wait_limit_ns, integrator=integrator,
                 )  # fmt: skip
+            size_based, watch_list, progress_notify = _context_gates(self.gates)
             context = EstimationContext(
                 object_stats=self.object_stats,
                 pl_max_seats=lim.max_seats,
@@ -146,7 +152,9 @@ class APFController:
                 current_cl=qs.cl,
                 max_cl=lim.max_cl,
                 hand_size=queuing.hand_size if queuing is not None else 0,
-                **_context_gates(self.gates),
+                size_based_list_cost_estimate=size_based,
+                watch_list=watch_list,
+                etcd_supports_progress_notify=progress_notify,
                 watch_tracker=self.watch_tracker,
                 response_streamed=self.response_streamed,
                 priority_level=name,

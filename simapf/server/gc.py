@@ -68,7 +68,8 @@ class GoGC:
         self.memory = memory
         self.cpu = cpu
         gp = params.gc
-        self.G = gp.gogc / 100.0 if gp.gogc is not None else None
+        # GOGC is a percentage, or off (None once read; `off` is the spelling it was read from)
+        self.G = gp.gogc / 100.0 if isinstance(gp.gogc, int) else None
         self.memlimit = gp.gomemlimit_bytes
         self.roots = gp.roots_bytes
         self.mark_rate = gp.mark_rate_bytes_per_core_s

@@ -90,7 +90,8 @@ class Context:
 
     @property
     def server_watch_list(self) -> bool:
-        return self.cluster.servers[0].apf.gates.WatchList  # every replica runs the same version
+        gates = self.cluster.servers[0].apf.gates  # every replica runs the same version
+        return gates.WatchList if gates is not None else True  # none given: 1.37's, on
 
 
 

@@ -431,7 +431,8 @@ class SimulatedAPIServer:
             return  # the process died meanwhile, or the request timed out
         if reason:
             self.apf.finish(req)
-            self._end(rec, FAILED, reason)
+            if not rec.outcome:  # as in _handler_returned: finishing can kill the process
+                self._end(rec, FAILED, reason)
             return
         self._run_handler(rec, req)
 
@@ -452,6 +453,10 @@ class SimulatedAPIServer:
         if rec.outcome or rec.incarnation != self.incarnation:
             return
         self.apf.finish(req)
+        # Finishing dispatches the next request, whose memory can OOM-kill the process, which
+        # ends every request it held, this one too: it has had its answer.
+        if rec.outcome:
+            return
         error = self.model.plan(rec.cost).error if rec.cost is not None else ""
         self._end(rec, FAILED if error else OK, error)
 

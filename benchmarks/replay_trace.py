@@ -51,6 +51,30 @@ def generate_trace(path: Path, n: int, seed: int = 1, rate: float = 1500, flows:
             )
 
 
+def generate_tied_trace(path: Path, n: int, seed: int = 1, rate: float = 400, flows: int = 8,
+                        grid_s: float = 0.010, final_latency_s: float = 0.005) -> None:
+    """A trace whose events tie: Poisson arrivals at `rate` a second from `flows` flows rounded to
+    a `grid_s` grid, service times with a 20 ms mean rounded up to it (at least one step), 8 % of
+    requests 3 to 10 seats wide, and one in ten with 1 to 5 final seats for `final_latency_s`. Arrivals share
+    instants, and handlers return, additional latencies end and wait limits fall on the same
+    instants as arrivals and one another."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.round(np.cumsum(rng.exponential(1 / rate, n)) / grid_s) * grid_s
+    flow = rng.integers(0, flows, n)
+    service = np.maximum(np.ceil(rng.exponential(0.020, n) / grid_s), 1) * grid_s
+    seats = np.where(rng.random(n) < 0.08, rng.integers(3, 11, n), 1)
+    has_final = rng.random(n) < 0.10
+    final = np.where(has_final, rng.integers(1, 6, n), 0)
+    latency = np.where(has_final, final_latency_s, 0.0)
+    with open(path, "w") as out:
+        out.write("id,arrival_s,flow,initial_seats,final_seats,additional_latency_s,service_s\n")
+        for i in range(n):
+            out.write(
+                f"r{i},{arrivals[i]:.9f},global-default/user-{flow[i]},{seats[i]},"
+                f"{final[i]},{latency[i]:.9f},{service[i]:.9f}\n"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)

@@ -3,14 +3,15 @@
 The trace and level are `replay_trace.py`'s. Upstream's side is k8s.io/apiserver's
 `fairqueuing/queueset` package (UPSTREAM_VERSION), built with the harness in
 `upstream_queueset/replay_test.go` into one Go test binary that reads the same level and
-trace and writes the same output; it runs the queueset under the package's own test clock,
-as upstream's tests do (the only way to run it off the wall clock). Both are timed whole
+trace and writes the same output; it runs the queueset with the package's own counting
+promises, as upstream's tests do (the only way to run it off the wall clock), under the
+harness's clock, which runs events that tie one at a time (docs/apf-model.md, section 8). Both are timed whole
 process, alternately, pinned to one core, best of `--runs`; then their outputs are compared
 request by request.
 
 `--write-reference DIR` writes instead the reference cases of `tests/apf/test_replay_upstream.py`
-(REFERENCE_CASES: traces that also reach time-outs and a Reject level), each as its level,
-trace and upstream's output.
+(REFERENCE_CASES: traces that also reach time-outs and a Reject level, and traces whose events
+tie), each as its level, trace and upstream's output.
 
 Needs Go and the Go module proxy (the first build downloads the module and its
 dependencies, about a minute). docs/benchmarks.md records the figures.
@@ -32,24 +33,42 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay_trace import LEVEL, generate_trace
+from replay_trace import LEVEL, generate_tied_trace, generate_trace
 
 UPSTREAM_MODULE = "k8s.io/apiserver"
 UPSTREAM_VERSION = "v0.37.2"
 PACKAGE = "pkg/util/flowcontrol/fairqueuing/queueset"
 HARNESS = Path(__file__).resolve().parent / "upstream_queueset" / "replay_test.go"
 
-# name: (level, trace arguments). Overloaded levels, so that requests are rejected every way
-# upstream rejects them: queue-full, time-out (a short wait limit) and concurrency-limit.
+# name: (level, trace generator, its arguments). Overloaded levels, so that requests are
+# rejected every way upstream rejects them: queue-full, time-out (a short wait limit) and
+# concurrency-limit; and the same on a 10 ms grid, where arrivals, finishes, the ends of
+# additional latency and wait limits tie.
 REFERENCE_CASES = {
     "queued-timeouts": (
         {"name": "timeouts", "concurrencyLimit": 20, "queues": 16, "handSize": 4,
          "queueLengthLimit": 10, "requestWaitLimitSeconds": 0.25},
-        {"n": 5000, "seed": 2, "rate": 1200, "flows": 12},
+        generate_trace, {"n": 5000, "seed": 2, "rate": 1200, "flows": 12},
     ),
     "reject-level": (
         {"name": "reject", "concurrencyLimit": 10, "queues": 0},
-        {"n": 3000, "seed": 3, "rate": 600, "flows": 5},
+        generate_trace, {"n": 3000, "seed": 3, "rate": 600, "flows": 5},
+    ),
+    "tied-grid": (
+        {"name": "tied", "concurrencyLimit": 10, "queues": 16, "handSize": 4,
+         "queueLengthLimit": 5, "requestWaitLimitSeconds": 1},
+        generate_tied_trace, {"n": 5000, "seed": 1},
+    ),
+    "tied-timeouts": (
+        {"name": "tied-timeouts", "concurrencyLimit": 6, "queues": 8, "handSize": 3,
+         "queueLengthLimit": 20, "requestWaitLimitSeconds": 0.1},
+        generate_tied_trace, {"n": 5000, "seed": 4, "rate": 500, "flows": 10},
+    ),
+    "tied-reject-level": (
+        {"name": "tied-reject", "concurrencyLimit": 10, "queues": 0},
+        # seats that linger for a whole step of the grid: a Reject level dispatches only as
+        # requests arrive, so this is how its releases meet its handlers' returns
+        generate_tied_trace, {"n": 3000, "seed": 5, "rate": 500, "flows": 6, "final_latency_s": 0.010},
     ),
 }  # fmt: skip
 
@@ -101,10 +120,10 @@ def run_upstream(binary: Path, level: Path, trace: Path, out: Path, pin: list[st
 
 def write_reference(binary: Path, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for name, (level_doc, trace_args) in REFERENCE_CASES.items():
+    for name, (level_doc, generate, trace_args) in REFERENCE_CASES.items():
         level, trace = folder / f"{name}.level.json", folder / f"{name}.trace.csv"
         level.write_text(json.dumps(level_doc, indent=1) + "\n")
-        generate_trace(trace, **trace_args)
+        generate(trace, **trace_args)
         run_upstream(binary, level, trace, folder / f"{name}.upstream.csv", [])
         print(f"wrote {folder / name}.*")
 

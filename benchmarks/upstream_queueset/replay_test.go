@@ -6,12 +6,22 @@
 // The binary reads the same LEVEL.json and TRACE.csv as `simapf replay` and writes the
 // same OUT.csv, so the two can be compared request by request and timed whole-process.
 //
+// The queueset, its promises and its goroutine counter are upstream's; the clock is the
+// harness's own (serialClock below). The package's fake clock starts every event due at an
+// instant in a goroutine of its own at once, so events that tie race for the queueset's lock
+// and the Go scheduler decides their order: on a trace with ties, runs of one binary on one
+// trace give different outputs. serialClock runs them one at a time instead, each until every
+// goroutine it woke is blocked again, in the order simapf's clock gives them (time, phase,
+// then the arrival order of the request each belongs to): one of the orders the fake clock
+// can produce, and the same one every time.
+//
 //	SIMAPF_LEVEL=level.json SIMAPF_TRACE=trace.csv SIMAPF_OUT=out.csv \
 //	    ./queueset.test -test.run '^TestSimapfReplay$'
 package queueset
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -20,15 +30,128 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
-	testeventclock "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/testing/eventclock"
+	"k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/eventclock"
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
+	baseclocktest "k8s.io/utils/clock/testing"
 )
+
+// The phases of events due at one instant, in the order they run: simapf's Phase
+// (simapf/engine/clock.py).
+const (
+	phaseRelease = iota // a request's additional latency is over (the queueset's own event)
+	phaseFinish         // a handler returned
+	phaseTimeout        // a queued request's wait limit
+	phaseArrival        // a request arrives
+)
+
+type serialEvent struct {
+	when  time.Time
+	phase int
+	order int // the arrival rank of the request the event belongs to (time, then file order)
+	f     eventclock.EventFunc
+}
+
+type serialEvents []serialEvent
+
+func (h serialEvents) Len() int { return len(h) }
+func (h serialEvents) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if !a.when.Equal(b.when) {
+		return a.when.Before(b.when)
+	}
+	if a.phase != b.phase {
+		return a.phase < b.phase
+	}
+	return a.order < b.order
+}
+func (h serialEvents) Swap(i, j int)       { h[i], h[j] = h[j], h[i] }
+func (h *serialEvents) Push(x interface{}) { *h = append(*h, x.(serialEvent)) }
+func (h *serialEvents) Pop() interface{} {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// goroutines counts the active goroutines, as upstream's counter.GoRoutineCounter asks.
+type goroutines struct{ wg sync.WaitGroup }
+
+func (g *goroutines) Add(delta int) { g.wg.Add(delta) }
+
+// serialClock is an eventclock.Interface that runs one event at a time, in (time, phase,
+// order) order, and waits for every goroutine it woke to block before the next. An event
+// the queueset schedules itself (the end of a request's additional latency) belongs to the
+// request whose finish is being handled when it is scheduled.
+type serialClock struct {
+	baseclocktest.FakePassiveClock
+	lock    sync.Mutex
+	events  serialEvents
+	active  *goroutines
+	current int // the order of the event being run
+}
+
+var _ eventclock.Interface = &serialClock{}
+
+func newSerialClock(start time.Time) *serialClock {
+	return &serialClock{FakePassiveClock: *baseclocktest.NewFakePassiveClock(start), active: &goroutines{}}
+}
+
+func (c *serialClock) at(when time.Time, phase, order int, f eventclock.EventFunc) {
+	c.lock.Lock()
+	defer c.lock.Unlock()
+	heap.Push(&c.events, serialEvent{when: when, phase: phase, order: order, f: f})
+}
+
+func (c *serialClock) EventAfterTime(f eventclock.EventFunc, t time.Time) {
+	c.at(t, phaseRelease, c.current, f)
+}
+
+func (c *serialClock) EventAfterDuration(f eventclock.EventFunc, d time.Duration) {
+	c.EventAfterTime(f, c.Now().Add(d))
+}
+
+// Sleep is the queueset's interface; the harness's handlers sleep with sleepAs.
+func (c *serialClock) Sleep(d time.Duration) { c.sleepAs(d, phaseRelease, c.current) }
+
+// sleepAs blocks the calling goroutine until an event of the given phase and order, d from now.
+func (c *serialClock) sleepAs(d time.Duration, phase, order int) {
+	woken := make(chan struct{})
+	c.at(c.Now().Add(d), phase, order, func(time.Time) {
+		c.active.Add(1) // the sleeper is about to wake
+		close(woken)
+	})
+	c.active.Add(-1)
+	<-woken
+}
+
+// run runs every event, one at a time, until none is left.
+func (c *serialClock) run() {
+	for {
+		c.active.wg.Wait()
+		c.lock.Lock()
+		if len(c.events) == 0 {
+			c.lock.Unlock()
+			return
+		}
+		ev := heap.Pop(&c.events).(serialEvent)
+		c.current = ev.order
+		c.lock.Unlock()
+		c.SetTime(ev.when)
+		c.active.Add(1)
+		go func() {
+			defer c.active.Add(-1)
+			ev.f(ev.when)
+		}()
+	}
+}
 
 type replayLevel struct {
 	Name                    string  `json:"name"`
@@ -182,7 +305,8 @@ func TestSimapfReplay(t *testing.T) {
 	}
 
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk, counter := testeventclock.NewFake(start, 0, nil)
+	clk := newSerialClock(start)
+	counter := clk.active
 	qsf := newTestableQueueSetFactory(clk, countingPromiseFactoryFactory(counter))
 	qCfg := fq.QueuingConfig{Name: level.Name, DesiredNumQueues: level.Queues,
 		QueueLengthLimit: level.QueueLengthLimit, HandSize: level.HandSize}
@@ -203,10 +327,20 @@ func TestSimapfReplay(t *testing.T) {
 	if level.Queues < 1 {
 		rejectReason = "concurrency-limit"
 	}
-	for _, r := range requests {
-		r := r
+	// Each request's rank in arrival order: by time, then file order, as simapf arrives them.
+	byArrival := make([]int, len(requests))
+	for i := range byArrival {
+		byArrival[i] = i
+	}
+	sort.SliceStable(byArrival, func(a, b int) bool { return requests[byArrival[a]].arrival < requests[byArrival[b]].arrival })
+	rank := make([]int, len(requests))
+	for k, i := range byArrival {
+		rank[i] = k
+	}
+	for i, r := range requests {
+		i, r := rank[i], r
 		hash := hashes[r.fsName+"/"+r.flowDist]
-		clk.EventAfterTime(func(time.Time) {
+		clk.at(start.Add(r.arrival), phaseArrival, i, func(time.Time) {
 			ctx, cancel := context.WithCancel(context.Background())
 			estimate := fcrequest.WorkEstimate{InitialSeats: r.initial, FinalSeats: r.final,
 				AdditionalLatency: r.additionalLatency}
@@ -219,26 +353,26 @@ func TestSimapfReplay(t *testing.T) {
 			// test clock it is an event that cancels it. The request's promise has a
 			// goroutine waiting for that, which must be counted active before it wakes (as
 			// upstream's tests do); a rejected request may have none, so it is not cancelled.
-			clk.EventAfterTime(func(time.Time) {
+			clk.at(start.Add(r.arrival+waitLimit), phaseTimeout, i, func(time.Time) {
 				counter.Add(1)
 				cancel()
-			}, start.Add(r.arrival+waitLimit))
+			})
 			if q := req.(*request).queue; q != nil {
 				r.queue = q.index
 			}
 			req.Finish(func() {
 				r.dispatched = true
 				r.dispatch = clk.Since(start)
-				clk.Sleep(r.service)
+				clk.sleepAs(r.service, phaseFinish, i)
 				r.finish = clk.Since(start) + r.additionalLatency
 			})
 			if !r.dispatched {
 				r.reason = "time-out"
 				r.waited = clk.Since(start) - r.arrival
 			}
-		}, start.Add(r.arrival))
+		})
 	}
-	clk.Run(nil)
+	clk.run()
 	if err := writeOutput(outPath, requests); err != nil {
 		t.Fatal(err)
 	}

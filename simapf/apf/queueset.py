@@ -73,7 +73,7 @@ class Request:
         "seq", "flow_hash", "initial_seats", "final_seats", "additional_latency_ns",
         "max_seats", "total_work", "final_work", "arrival_ns", "deadline_ns", "arrival_r",
         "queue", "state", "dispatch_ns", "finish_ns", "release_ns", "reject_reason",
-        "queue_index", "level", "flow_schema", "payload",
+        "queue_index", "level", "flow_schema", "payload", "ticket",
     )  # fmt: skip
 
     def __init__(
@@ -109,6 +109,7 @@ class Request:
         self.level: QueueSet | None = None  # set on arrival
         self.flow_schema = ""
         self.payload = payload
+        self.ticket = 0  # its arrival's place among callbacks that tie (Clock.ticket), set on arrival
 
 
 class Queue:
@@ -251,6 +252,7 @@ class QueueSet:
         req.arrival_ns = now
         req.arrival_r = self.r
         req.level = self
+        req.ticket = self.clock.ticket()
         if self.exempt:
             self._start(req, None, now)
             return
@@ -295,10 +297,10 @@ class QueueSet:
                 self._expiries.append(req)
                 if not self._expiry_timer_set:
                     self._expiry_timer_set = True
-                    self.clock.at(req.deadline_ns, self._expire, None, TIMEOUT)
+                    self.clock.at_ticket(req.deadline_ns, self._expire, None, TIMEOUT, req.ticket)
             else:  # its own deadline, from server receipt: it may already have passed
                 when = req.deadline_ns if req.deadline_ns > now else now
-                self.clock.at(when, self._time_out, req, TIMEOUT)
+                self.clock.at_ticket(when, self._time_out, req, TIMEOUT, req.ticket)
 
     def _choose_queue(self, flow_hash: int) -> Queue:
         hand = self._hands.get(flow_hash)
@@ -434,7 +436,7 @@ class QueueSet:
             self._release(req, now)
         else:
             req.state = LINGERING
-            self.clock.at(now + req.additional_latency_ns, self._release_after_latency, req, RELEASE)
+            self.clock.at_ticket(now + req.additional_latency_ns, self._release_after_latency, req, RELEASE, req.ticket)
         # A pass after every finish, lingering seats or not: one fewer executing request can
         # let a wide request run alone, and the corrected charge can change the best head.
         self.dispatch_as_much_as_possible()
@@ -491,7 +493,7 @@ class QueueSet:
                 self._time_out(head)
             else:
                 self._expiry_timer_set = True
-                self.clock.at(head.deadline_ns, self._expire, None, TIMEOUT)
+                self.clock.at_ticket(head.deadline_ns, self._expire, None, TIMEOUT, head.ticket)
                 return
 
     def _time_out(self, req: Request) -> None:

@@ -261,7 +261,8 @@ class _Recorder:
 
     def dispatched(self, req: Request) -> None:
         loop = self.loop
-        loop.at(loop.now + self.services[req.seq], self.qs.finish, req, FINISH)
+        # Handlers that return at one instant return in the order their requests arrived.
+        loop.at_ticket(loop.now + self.services[req.seq], self.qs.finish, req, FINISH, req.ticket)
         if self.observer is not None:
             self.observer.dispatched(req)
 

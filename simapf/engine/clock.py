@@ -2,17 +2,25 @@
 
 A component holds a `Clock`: it reads `now` (integer nanoseconds; simapf never reads a wall
 clock) and asks `at(when_ns, fn, arg, phase)` for `fn(arg)` at `when_ns`, never earlier than
-now. Callbacks due at the same instant run by `Phase`, then in the order they were scheduled.
-That order is part of the model: an arrival sees the state after every release, finish and
-time-out of its instant, a request whose deadline coincides with a finish that frees room is
-dispatched rather than timed out, and the periodic borrowing adjustment sees that instant's
-arrivals.
+now. Callbacks due at the same instant run by `Phase`, then in the order of their causes: an
+alarm's cause is its scheduling, and a request's own callbacks in APF (its handler's return
+in a replay, the end of its additional latency, its wait limit) take the place of its arrival,
+a `ticket()` APF takes when the request arrives and passes to `at_ticket`. That order is part
+of the model: an arrival sees the state after every release, finish and time-out of its
+instant, a request whose deadline coincides with a finish that frees room is dispatched
+rather than timed out, requests whose seats free at one instant free them in the order they
+arrived, and the periodic borrowing adjustment sees that instant's arrivals.
+
+Upstream's queueset defines no order at a tie: its test clock starts every event due at an
+instant in a goroutine of its own, and the Go scheduler decides. The arrival order here is
+the one the project's conformance harness (`benchmarks/upstream_queueset`) drives upstream's
+queueset with, one event at a time, so that a replay with ties is checked request by request.
 
 Two clocks implement it: the full run's (`simapf.engine.environment.RunClock`, on the SimPy
 environment) and `EventLoop` here, the clock of `simapf replay` and of the APF core's tests. As
 upstream's flow control takes one `eventclock.Interface`, the APF core cannot tell them apart.
 Both keep their callbacks in a heap of entries of one shape, (when, phase, order, fn, arg),
-where `order` counts the scheduling calls.
+where `order` counts the scheduling calls and tickets.
 
 This module imports nothing from simapf: every floor of the package may use it.
 """
@@ -71,6 +79,16 @@ class Clock(Protocol):
         callbacks due then."""
         ...
 
+    def ticket(self) -> int:
+        """A place in the order of callbacks due at one instant, taken now: the place an alarm
+        set now would have."""
+        ...
+
+    def at_ticket(self, when_ns: int, fn: Callable[[Any], None], arg: Any, phase: int, ticket: int) -> None:
+        """As `at`, but in the place `ticket` (from `ticket()`) among the callbacks of `phase`
+        due then."""
+        ...
+
 
 class EventLoop:
     """A `Clock` of its own: a heap of callbacks, run in (time, phase, scheduling) order."""
@@ -87,6 +105,15 @@ class EventLoop:
             raise ValueError(f"cannot schedule in the past: {when_ns} < {self.now}")
         self._counter += 1
         heapq.heappush(self.heap, (when_ns, phase, self._counter, fn, arg))
+
+    def ticket(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def at_ticket(self, when_ns: int, fn: Callable[[Any], None], arg: Any, phase: int, ticket: int) -> None:
+        if when_ns < self.now:
+            raise ValueError(f"cannot schedule in the past: {when_ns} < {self.now}")
+        heapq.heappush(self.heap, (when_ns, phase, ticket, fn, arg))
 
     def run(self, until_ns: int | None = None) -> None:
         """Run callbacks in order until none is left (or the next is after until_ns)."""

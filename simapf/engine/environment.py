@@ -54,6 +54,14 @@ class RunClock:
         (a SimPy event scheduled with priority p is in phase p), then in scheduling order."""
         self._push(self.queue, (when_ns, phase, next(self.eid), fn, arg))
 
+    def ticket(self) -> int:
+        """A place among the callbacks due at one instant, taken now (SimPy's event counter)."""
+        return next(self.eid)
+
+    def at_ticket(self, when_ns: int, fn: Callable[[Any], None], arg: Any, phase: int, ticket: int) -> None:
+        """As `at`, in the place `ticket` took among the callbacks of `phase` due then."""
+        self._push(self.queue, (when_ns, phase, ticket, fn, arg))
+
 
 def _fire(event: Event) -> None:
     """Run a SimPy event's callbacks, as SimPy's `step` does."""

@@ -438,8 +438,9 @@ class SimulatedAPIServer:
 
     def _run_handler(self, rec: ServerRequest, req: Request) -> None:
         cost = rec.cost
-        if rec.service_ns is not None or cost is None:  # a fixed service time
-            self.clock.at(self.clock.now + (rec.service_ns or 0), self._handler_returned, req, FINISH)
+        if rec.service_ns is not None or cost is None:  # a fixed service time: as in a replay,
+            # handlers that return at one instant return in the order their requests arrived
+            self.clock.at_ticket(self.clock.now + (rec.service_ns or 0), self._handler_returned, req, FINISH, req.ticket)
             return
 
         def handler_returned(_now_ns: int) -> None:

@@ -769,6 +769,140 @@ def cache_command(clear: bool) -> None:
         click.echo(f"    {kind}: {n} entries, {_mib(b)} ({cache.KINDS.get(kind, '')})")
 
 
+# ---------------------------------------------------------------------- the real bench
+
+def _bench_options(command):
+    for option in reversed([
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a scenario field by dotted key, as for `simapf run` (repeatable; values are YAML)."),
+        click.option("--replications", default=1, show_default=True, type=click.IntRange(min=1, max=100),
+                     help="Measure the scenario this many times, each from a fresh etcd and kube-apiserver."),
+        click.option("--kubernetes-release", "release", metavar="1.X.Y",
+                     help="The release to build and measure (default: 1.37.2 for a scenario of Kubernetes 1.37)."),
+        click.option("--kube-apiserver", "kube_apiserver", type=click.Path(),
+                     help="A kube-apiserver binary of your own instead of the one the bench builds."),
+        click.option("--etcd", "etcd", type=click.Path(), help="An etcd binary of your own instead of the one the bench builds."),
+        click.option("--progress/--no-progress", default=True, show_default=True,
+                     help="Progress on stderr: each phase, and a bar while the binaries compile."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _measure(scenario_path: str, overrides, replications: int, release, kube_apiserver, etcd, progress: bool):
+    """The measurement `measure` and `check` share: load, build (with a bar), replicate."""
+    from simapf.bench import build, measure
+    from simapf.bench.run import release_for
+    from simapf.progress import progress_bar
+    from simapf.scenario import load_scenario
+
+    loaded = load_scenario(scenario_path, overrides)
+    rel = release_for(loaded, release)
+    bar = None
+
+    def on_package(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = progress_bar(total, "compiling", "packages", enabled=progress)
+        bar.update(done - bar.n)
+
+    if progress and build.needs_build(rel, kube_apiserver, etcd):
+        took = build.last_build_seconds(rel) or build.FIRST_BUILD_S
+        _say(f"simapf: building the bench's binaries for Kubernetes {rel} into {build.bench_dir()} "
+             f"(about {_minutes(took)}; once per release)")  # fmt: skip
+    each = loaded.scenario.run.duration_s + 25
+    if progress:
+        _say(f"simapf: measuring {loaded.scenario.name}: {replications} replication(s), about {_minutes(each * replications)} "
+             "(start-up, inventory and the run's duration each)")  # fmt: skip
+    try:
+        return measure(loaded, replications, rel, kube_apiserver, etcd, say=_say if progress else (lambda _: None),
+                       on_package=on_package)  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+@main.command("measure")
+@click.argument("scenario_path", type=click.Path())
+@click.option("--out", "out_dir", type=click.Path(),
+              help="Directory to write what `simapf run --out` writes, plus the heap profile at the peak, each "
+                   "client's attempts and the processes' logs (with --replications: rep-1 ... rep-R and replications.json).")
+@_bench_options
+@force_option
+@click.option("--json", "as_json", is_flag=True, help="Print the summary (of the first replication) as JSON.")
+def measure_command(scenario_path: str, out_dir: str | None, overrides: tuple[str, ...], replications: int,
+                    release: str | None, kube_apiserver: str | None, etcd: str | None, progress: bool, force: bool,
+                    as_json: bool) -> None:  # fmt: skip
+    """Run SCENARIO on a real kube-apiserver and etcd, built from upstream's Go modules.
+
+    The same scenario file as `simapf run`: the apiserver gets its cores as a CPU quota and
+    GOMAXPROCS, its memory limit as a cgroup limit (the kernel OOM-kills at it), its GOGC,
+    GOMEMLIMIT, in-flight limits, feature gates and watch-cache settings; the inventory is
+    created through the API; the clients are client-go's, one process each. Needs Go, root (for
+    the cgroups) and Linux. A field the bench cannot reproduce is named before anything starts;
+    everything started is stopped on every way out."""
+    from simapf.files import json_text
+    from simapf.bench import write
+    from simapf.simulation.result import _json_default
+    from simapf.simulation.summary_text import format_summary
+
+    try:
+        _check_out(out_dir, "run" if replications == 1 else "measure", force)
+        m = _measure(scenario_path, overrides, replications, release, kube_apiserver, etcd, progress)
+        if out_dir:
+            try:
+                write(m, out_dir, force=force)
+            except OSError as err:
+                raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
+    except SimapfError as err:
+        _fail(err)
+    if as_json:
+        click.echo(json_text(m.results[0].summary, indent=2, default=_json_default))
+        return
+    for k, r in enumerate(m.results, start=1):
+        if len(m.results) > 1:
+            click.echo(f"replication {k}:")
+        click.echo(format_summary(r.summary), nl=False)
+    if len(m.results) > 1:
+        click.echo("\n  over the replications (median, min to max):")
+        for key, got in m.spread().items():
+            if key.endswith("_bytes"):
+                click.echo(f"  {key:<44} {got['median'] / 1e6:,.0f} MB ({got['min'] / 1e6:,.0f} to {got['max'] / 1e6:,.0f})")
+    if out_dir:
+        click.echo(f"  wrote {out_dir}/")
+
+
+@main.command("check")
+@click.argument("scenario_path", type=click.Path())
+@_bench_options
+@click.option("--uncertainty", "draws", default=20, show_default=True, type=click.IntRange(min=0, max=MAX_DRAWS),
+              metavar="N", help="Parameter draws for the prediction's 90 % intervals (0: the point alone).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def check_command(scenario_path: str, overrides: tuple[str, ...], replications: int, release: str | None,
+                  kube_apiserver: str | None, etcd: str | None, progress: bool, draws: int, as_json: bool) -> None:  # fmt: skip
+    """Measure SCENARIO on the real bench and predict it with the model: each headline figure
+    side by side, measured (median and range over the replications) and predicted (with its
+    90 % interval), and whether the interval holds the measurement."""
+    from simapf.bench.check import rows, table
+    from simapf.files import json_text
+    from simapf.scenario import load_scenario
+    from simapf.uncertainty.intervals import run
+
+    try:
+        m = _measure(scenario_path, overrides, replications, release, kube_apiserver, etcd, progress)
+        predicted = run(load_scenario(scenario_path, overrides), progress=progress, uncertainty=draws)
+    except SimapfError as err:
+        _fail(err)
+    found = rows(m, predicted.summary)
+    if as_json:
+        click.echo(json_text([r.as_dict() for r in found], indent=1))
+        return
+    click.echo(f"simapf check: {m.loaded.scenario.name} ({m.loaded.source}), measured on "
+               f"{m.results[0].summary['bench']['versions']['kube-apiserver']}, {len(m.results)} replication(s); "
+               f"predicted with {draws} parameter draws")  # fmt: skip
+    click.echo(table(found, len(m.results)), nl=False)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 

@@ -173,7 +173,7 @@ def _overview(result: "Result") -> "Figure":
         ax.legend(loc="upper left", fontsize="small")
     ax.set_ylabel("per second")
     ax.set_title("Rejected requests (429): per priority level, and by a watch cache not ready")
-    ax.set_xlabel("simulated time (s)")
+    ax.set_xlabel("time (s)" if summary.get("measured") else "simulated time (s)")
 
     # The process down (an OOM kill, a restart): shaded red on every panel (with replicas: all of them).
     up = result.metric("up")
@@ -192,7 +192,11 @@ def _overview(result: "Result") -> "Figure":
                 a.axvspan(e["at_s"], e["end_s"], color="black", alpha=0.06)
         axes[0].annotate(e["kind"], (e["at_s"], 1.0), xycoords=("data", "axes fraction"),
                          fontsize="small", va="top", rotation=90)  # fmt: skip
-    fig.suptitle(f"{summary['scenario_name']} (seed {summary['seed']}, simapf {summary['simapf_version']})")
+    if summary.get("measured"):
+        fig.suptitle(f"{summary['scenario_name']} (measured on kube-apiserver {summary['bench']['versions']['kube-apiserver']}, "
+                     f"simapf {summary['simapf_version']})")  # fmt: skip
+    else:
+        fig.suptitle(f"{summary['scenario_name']} (seed {summary['seed']}, simapf {summary['simapf_version']})")
     return fig
 
 

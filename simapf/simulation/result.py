@@ -76,22 +76,27 @@ class Result:
         (simapf's files are added beside the others); see `simapf.files.output_directory`."""
         out = Path(out_dir)
         with output_directory(out, "run", force) as tmp:
-            self.series.to_parquet(tmp / "series.parquet", index=False)
-            self.series.to_csv(tmp / "series.csv", index=False)
-            self.latency.to_csv(tmp / "latency.csv", index=False)
-            self.levels.to_csv(tmp / "priority_levels.csv", index=False)
-            if self.client_latency is not None:
-                self.client_latency.to_csv(tmp / "client_latency.csv", index=False)
-            if self.requests is not None:
-                self.requests.to_parquet(tmp / "requests.parquet", index=False)
-            if self.histograms is not None:
-                self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
-            (tmp / "summary.json").write_text(json_text(self.summary, indent=2, default=_json_default) + "\n")
-            if figure:
-                from simapf.outputs.figures import overview_figure, save_figure
-
-                save_figure(overview_figure(self), tmp / "overview", self.summary.get("provenance"))
+            self.write_files(tmp, figure)
         return out
+
+    def write_files(self, folder: Path, figure: bool = True) -> list[str]:
+        """Write the run's files into `folder` (an output's staging directory); their names."""
+        tmp = Path(folder)
+        self.series.to_parquet(tmp / "series.parquet", index=False)
+        self.series.to_csv(tmp / "series.csv", index=False)
+        self.latency.to_csv(tmp / "latency.csv", index=False)
+        self.levels.to_csv(tmp / "priority_levels.csv", index=False)
+        if self.client_latency is not None:
+            self.client_latency.to_csv(tmp / "client_latency.csv", index=False)
+        if self.requests is not None:
+            self.requests.to_parquet(tmp / "requests.parquet", index=False)
+        if self.histograms is not None:
+            self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
+        (tmp / "summary.json").write_text(json_text(self.summary, indent=2, default=_json_default) + "\n")
+        if figure:
+            from simapf.outputs.figures import overview_figure, save_figure
+            save_figure(overview_figure(self), tmp / "overview", self.summary.get("provenance"))
+        return sorted(p.name for p in tmp.iterdir())
 
 
 def _json_default(x: Any) -> Any:

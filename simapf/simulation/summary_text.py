@@ -23,12 +23,19 @@ def _s(x: float | None) -> str:
 def format_summary(s: dict[str, Any]) -> str:
     lines: list[str] = []
     add = lines.append
-    add(f"simapf {s['simapf_version']}: {s['scenario_name']} ({s['source']}), seed {s['seed']}, "
-        f"{s['duration_s']:g} simulated s in {s['wall_s']:.1f} wall s")  # fmt: skip
+    if s.get("measured"):
+        bench = s["bench"]
+        add(f"simapf {s['simapf_version']}: {s['scenario_name']} ({s['source']}), measured on "
+            f"kube-apiserver {bench['versions']['kube-apiserver']} and etcd {bench['versions']['etcd']}: {s['duration_s']:g} s of load "
+            f"in {s['wall_s']:.1f} wall s")  # fmt: skip
+    else:
+        add(f"simapf {s['simapf_version']}: {s['scenario_name']} ({s['source']}), seed {s['seed']}, "
+            f"{s['duration_s']:g} simulated s in {s['wall_s']:.1f} wall s")  # fmt: skip
     m, c, p = s["memory"], s["cpu"], s["process"]
     notes = [f"limit {_mb(m['memory_limit_bytes'])}"] if m["memory_limit_bytes"] else []
     if m.get("oom_killed"):
-        notes.append(f"OOM-killed at {_mb(m['rss_at_oom_kill_bytes'])} asking for {_mb(m['oom_demand_bytes'])}")
+        asking = f" asking for {_mb(m['oom_demand_bytes'])}" if m.get("oom_demand_bytes") is not None else ""
+        notes.append(f"OOM-killed at {_mb(m['rss_at_oom_kill_bytes'])}{asking}")
     if m.get("steady_state_from_s") is not None:
         notes.append(f"steady state from {m['steady_state_from_s']:g} s: {_mb(m['peak_rss_steady_bytes'])}, "
                      f"mean {_mb(m['mean_rss_steady_bytes'])}")  # fmt: skip
@@ -151,7 +158,10 @@ def _etcd(e: dict[str, Any], add) -> None:
     spare, a line that says so (summary.json's etcd.bottleneck)."""
     busy = e["busy_fraction_steady"]
     use = f", its cores busy {100 * busy:.0f} % of the steady state" if busy is not None else ""
-    add(f"  etcd        {etcd_deployment(e)}: {_plural(e['ranges'], 'range')}{use}")
+    if busy is None and e.get("busy_fraction") is not None:  # measured: over the whole load
+        use = f", its cores busy {100 * e['busy_fraction']:.0f} % of the time"
+    ranges = f"{_plural(e['ranges'], 'range')}" if e.get("ranges") is not None else "ranges not counted"
+    add(f"  etcd        {etcd_deployment(e)}: {ranges}{use}")
     if e["bottleneck"]:
         add(f"              etcd busy {100 * busy:.0f} % of the time while the apiserver used "
             f"{100 * e['apiserver_cores_fraction_steady']:.0f} % of its cores: LISTs from etcd are waiting on etcd "

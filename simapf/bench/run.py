@@ -1,0 +1,124 @@
+"""A scenario measured: binaries built (or given), the plan checked, replications run, written.
+
+    from simapf.bench import measure
+    m = measure("scenarios/bench/list-etcd.yaml", replications=3)
+    m.results[0].summary["memory"]["peak_rss_bytes"]; m.spread()["peak_rss_bytes"]
+
+`--out DIR` holds what `simapf run --out` writes (summary.json, series, tables, overview figure),
+plus the heap profile taken nearest the peak (heap-peak.pb.gz, for `go tool pprof`), each
+client's attempts (attempts/CLIENT.csv) and the processes' logs (logs/). With replications,
+DIR/rep-1 ... DIR/rep-R each hold that, and DIR/replications.json every headline figure's
+values, median and range over them.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from simapf.bench import build
+from simapf.bench.measure import Readings, measure_once
+from simapf.bench.observe import result
+from simapf.bench.plan import BenchPlan, BenchUnsupported, bench_plan, settable_gates
+from simapf.files import json_text, output_directory
+from simapf.scenario.load import LoadedScenario
+from simapf.simulation.result import Result
+from simapf.uncertainty.figures import figure_values
+
+
+@dataclass
+class Measurement:
+    loaded: LoadedScenario
+    results: list[Result]
+    readings: list[Readings]
+
+    def spread(self) -> dict[str, dict[str, Any]]:
+        """Each headline figure over the replications: values, median, min, max, and max/min."""
+        values: dict[str, list[float]] = {}
+        for r in self.results:
+            for key, value in figure_values(r.summary).items():
+                values.setdefault(key, []).append(value)
+        values["base_rss_bytes"] = [float(r.summary["bench"]["base_rss_bytes"]) for r in self.results]
+        return {key: {"values": v, "median": statistics.median(v), "min": min(v), "max": max(v),
+                      "max_over_min": (max(v) / min(v)) if min(v) > 0 else None}  # fmt: skip
+                for key, v in values.items() if len(v) == len(self.results)}
+
+
+def release_for(loaded: LoadedScenario, release: str | None) -> str:
+    """The release to measure: the one given, else the pinned one if the scenario's version is its."""
+    if release is not None:
+        return build.release_text(release)
+    pinned = build.DEFAULT_RELEASE
+    version = loaded.scenario.kubernetes.version.strip().removeprefix("v")
+    if re.match(rf"^{re.escape('.'.join(pinned.split('.')[:2]))}(\.|$)", version):
+        return pinned
+    raise BenchUnsupported(f"kubernetes.version: {version}: the bench builds {pinned} unless told another release; "
+                           f"give --kubernetes-release {version}.N")  # fmt: skip
+
+
+def plan_for(loaded: LoadedScenario, binaries: build.Binaries) -> BenchPlan:
+    help_text = subprocess.run([str(binaries.kube_apiserver), "--help"], capture_output=True, text=True, timeout=60)
+    return bench_plan(loaded, settable_gates(help_text.stdout + help_text.stderr))
+
+
+def measure(loaded: LoadedScenario, replications: int = 1, release: str | None = None,
+            kube_apiserver: str | Path | None = None, etcd: str | Path | None = None,
+            say: Callable[[str], None] = lambda _: None,
+            on_package: Callable[[int, int], None] | None = None) -> Measurement:  # fmt: skip
+    """Measure `loaded` `replications` times, each from a fresh etcd and kube-apiserver."""
+    rel = release_for(loaded, release)
+    # Every field but the gates is checked before a build that can take minutes; the gates once
+    # the binary can say which it takes.
+    bench_plan(loaded, None)
+    binaries = build.binaries(rel, kube_apiserver, etcd, progress=lambda m: say(f"build: {m}"), on_package=on_package)
+    plan = plan_for(loaded, binaries)
+    results, readings = [], []
+    for k in range(1, replications + 1):
+        prefix = f"replication {k}/{replications}: " if replications > 1 else ""
+        one = measure_once(plan, binaries, lambda m: say(prefix + m))
+        readings.append(one)
+        results.append(result(one, loaded, replication=k))
+    return Measurement(loaded, results, readings)
+
+
+def _write_replication(result_: Result, readings: Readings, folder: Path) -> None:
+    result_.write_files(folder)
+    if readings.samples.profile is not None:
+        (folder / "heap-peak.pb.gz").write_bytes(readings.samples.profile)
+    attempts = folder / "attempts"
+    attempts.mkdir()
+    for name, rows in readings.attempts.items():
+        if rows:
+            with open(attempts / f"{name}.csv", "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    logs = folder / "logs"
+    logs.mkdir()
+    for name, text in readings.logs.items():
+        (logs / name).write_bytes(text)
+
+
+def write(m: Measurement, out: str | Path, force: bool = False) -> Path:
+    """Write a measurement as `simapf run --out` writes a run (see the module's docstring)."""
+    out = Path(out)
+    if len(m.results) == 1:
+        with output_directory(out, "run", force) as tmp:
+            _write_replication(m.results[0], m.readings[0], tmp)
+        return out
+    with output_directory(out, "measure", force) as tmp:
+        for k, (r, readings) in enumerate(zip(m.results, m.readings), start=1):
+            with output_directory(tmp / f"rep-{k}", "run") as rep:
+                _write_replication(r, readings, rep)
+        (tmp / "replications.json").write_text(json_text({"scenario": m.loaded.scenario.name, "source": m.loaded.source,
+                                                          "replications": len(m.results), "figures": m.spread()},
+                                                         indent=1) + "\n")  # fmt: skip
+    return out
+
+
+__all__ = ["Measurement", "measure", "write"]

@@ -34,12 +34,13 @@ class ListOptions(PickledByFields):
     label_selector: str = ""
     field_selector: str = ""
     send_initial_events: bool | None = None
+    pretty: bool = False  # ?pretty=true: JSON written indented, as one document (never streamed)
 
     def __hash__(self) -> int:
         # The hash dataclass would write (every field), here so that the compiled core compiles
         # it too: the cluster's cost cache hashes a request's options once per request.
         return hash((self.resource_version, self.resource_version_match, self.limit, self.continue_token,
-                     self.label_selector, self.field_selector, self.send_initial_events))
+                     self.label_selector, self.field_selector, self.send_initial_events, self.pretty))
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ def rows(measurement: Measurement, predicted_summary: dict[str, Any]) -> list[Ro
             continue
         interval = fig.holder.get(f"{fig.field}_interval") or {}
         out.append(Row(fig.key, fig.kind, got["median"], got["min"], got["max"], float(fig.holder[fig.field]),
-                       interval.get("low"), interval.get("high")))  # fmt: skip
+                       interval.get("lo"), interval.get("hi")))  # fmt: skip
     return out
 
 

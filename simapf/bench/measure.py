@@ -70,6 +70,7 @@ class Readings:
     flags: list[str]
     env: dict[str, str]
     machine: dict[str, Any]
+    server_version: str  # what the apiserver's /version said (gitVersion)
     logs: dict[str, bytes] = field(default_factory=dict)  # each process's log (its last LOG_BYTES)
 
 
@@ -250,6 +251,7 @@ class Replication:
         self.progress("creating the inventory")
         self.create_inventory()
         names = self.uid_names()
+        server_version = json.loads(self.api.get("/version")).get("gitVersion", "")
         time.sleep(SETTLE_S)
         base = read_rss(first.pid)
         if base is None:
@@ -303,7 +305,7 @@ class Replication:
             peak = max(r for _, r in samples.rss)
         return Readings(plan, self.bin, sc.run.duration_s, time.monotonic() - began, base[0], peak, etcd_cpu,
                         samples, deaths, attempts, names, self.apiserver_argv()[1:], dict(plan.apiserver_env),
-                        machine())  # fmt: skip
+                        machine(), server_version)  # fmt: skip
 
     def _serving_pid(self) -> int | None:
         proc = self.apiserver

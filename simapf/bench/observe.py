@@ -320,6 +320,7 @@ def bench_record(readings: Readings) -> dict[str, Any]:
     s = readings.samples
     return {
         "release": readings.binaries.release, "versions": readings.binaries.versions,
+        "server_version": readings.server_version,
         "kube_apiserver_flags": readings.flags, "kube_apiserver_env": readings.env,
         "gates": readings.plan.gates, "cpu_quota_cores": readings.plan.apiserver_cores,
         "etcd_cpu_quota_cores": readings.plan.etcd_cores, "machine": readings.machine,

@@ -251,8 +251,10 @@ def bench_plan(loaded: LoadedScenario, settable: dict[str, bool] | None, machine
     inventory = []
     for i, r in enumerate(sc.resources):
         where = f"resources[{i}]"
-        if r.group or r.version != "v1" or r.name not in CREATABLE:
-            raise _refuse(f"{where}.name", f"{r.key!r}: the bench creates configmaps and secrets (core/v1) only")
+        for name, bad in (("group", r.group != ""), ("version", r.version != "v1"), ("name", r.name not in CREATABLE)):
+            if bad:
+                raise _refuse(f"{where}.{name}", f"{r.key!r} ({r.group or 'core'}/{r.version}): the bench creates "
+                                                 "configmaps and secrets (core/v1) only")  # fmt: skip
         if r.object_size.distribution != "constant":
             raise _refuse(f"{where}.object_size.distribution", "the bench creates objects of one size (constant)")
         if r.object_size.mean_bytes > MAX_OBJECT_BYTES:

@@ -115,15 +115,14 @@ class Samples:
 
 
 def parse_metrics(text: str, at_s: float) -> list[tuple[float, str, dict[str, str], float]]:
-    """The kept samples of one /metrics scrape (histograms and summaries left out)."""
+    """The kept samples of one /metrics scrape: gauges and counters, and a summary's count and sum
+    (GC cycles are go_gc_duration_seconds_count); histograms' buckets are left out."""
     rows = []
     for family in text_string_to_metric_families(text):
-        if family.type in ("histogram", "summary", "gaugehistogram"):
-            continue
-        if not family.name.startswith(KEEP_PREFIXES) and not family.name.startswith("go_gc_duration"):
+        if family.type in ("histogram", "gaugehistogram") or not family.name.startswith(KEEP_PREFIXES):
             continue
         for sample in family.samples:
-            if sample.name.endswith(("_created", "_bucket")):
+            if sample.name.endswith(("_created", "_bucket")) or "quantile" in sample.labels:
                 continue
             rows.append((at_s, sample.name, dict(sample.labels), float(sample.value)))
     return rows

@@ -210,5 +210,7 @@ def plan_request(
     )
     if path is None:
         return None
-    return RequestCost(path, shape, is_streaming_encoded(path, shape.encoding, gates),
-                       is_range_streamed(verb, path, opts, gates))  # fmt: skip
+    # A pretty-printed JSON response is one json.MarshalIndent of the whole list (the apiserver's
+    # JSON serializer takes its Pretty branch before the streaming one): never streamed.
+    streamed = is_streaming_encoded(path, shape.encoding, gates) and not (opts.pretty and shape.encoding is Encoding.JSON)
+    return RequestCost(path, shape, streamed, is_range_streamed(verb, path, opts, gates))

@@ -37,7 +37,7 @@ def template_options(t: RequestTemplate) -> ListOptions:
     return ListOptions(
         resource_version=o.resource_version, resource_version_match=o.resource_version_match,
         limit=o.limit, label_selector=o.label_selector, field_selector=o.field_selector,
-        send_initial_events=o.send_initial_events,
+        send_initial_events=o.send_initial_events, pretty=o.pretty,
     )  # fmt: skip
 
 

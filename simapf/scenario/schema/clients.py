@@ -81,6 +81,14 @@ class ListOptionsSpec(StrictModel):
         None,
         description="sendInitialEvents (watch only): true = the watch first sends the current objects; null = unset.",
     )
+    pretty: bool = Field(
+        False,
+        description=(
+            "pretty=true: a JSON response is written indented, as one document (json.MarshalIndent), so it is "
+            "never streamed item by item: whole JSON, which a client can still ask for where the streaming "
+            "encoder's gate is locked on (1.37)."
+        ),
+    )
 
 
 Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]

@@ -40,6 +40,7 @@ from simapf.uncertainty.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "validation.md"
+BENCH_REPORT = ROOT / "calibration" / "bench" / "report.md"
 # The report also reads the grid with the warm-up and the window this many times as long.
 LONGER_RUN = 2.0
 NOTES = Path(__file__).resolve().parents[1] / "calibration" / "validation-notes.md"
@@ -411,6 +412,8 @@ def build_report(
             f"CPU median {_pct(err.get('cpu_median'), False)}.",
             "",
         ]
+    if BENCH_REPORT.exists():  # the bench's section, which its own command writes (simapf.calibrate.bench_report)
+        lines += [BENCH_REPORT.read_text(encoding="utf-8").rstrip(), ""]
     if NOTES.exists():
         lines += [NOTES.read_text(encoding="utf-8").rstrip(), ""]
     lines += [

@@ -792,11 +792,12 @@ def _bench_options(command):
 def _measure(scenario_path: str, overrides, replications: int, release, kube_apiserver, etcd, progress: bool):
     """The measurement `measure` and `check` share: load, build (with a bar), replicate."""
     from simapf.bench import build, measure
-    from simapf.bench.run import release_for
+    from simapf.bench.run import precheck, release_for
     from simapf.progress import progress_bar
     from simapf.scenario import load_scenario
 
     loaded = load_scenario(scenario_path, overrides)
+    precheck(loaded, release)
     rel = release_for(loaded, release)
     bar = None
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.bench import build
+from simapf.bench import build, cgroups
 from simapf.bench.measure import Readings, measure_once
 from simapf.bench.observe import result
 from simapf.bench.plan import BenchPlan, BenchUnsupported, bench_plan, settable_gates
@@ -61,6 +61,16 @@ def release_for(loaded: LoadedScenario, release: str | None) -> str:
                            f"give --kubernetes-release {version}.N")  # fmt: skip
 
 
+def precheck(loaded: LoadedScenario, release: str | None) -> None:
+    """What can be refused before a build that takes minutes: the release, the machine's limits,
+    and every field but the gates (checked once the binary can say which it takes)."""
+    release_for(loaded, release)
+    why = cgroups.available()
+    if why:
+        raise cgroups.CgroupError(why)
+    bench_plan(loaded, None)
+
+
 def plan_for(loaded: LoadedScenario, binaries: build.Binaries) -> BenchPlan:
     help_text = subprocess.run([str(binaries.kube_apiserver), "--help"], capture_output=True, text=True, timeout=60)
     return bench_plan(loaded, settable_gates(help_text.stdout + help_text.stderr))
@@ -71,10 +81,8 @@ def measure(loaded: LoadedScenario, replications: int = 1, release: str | None =
             say: Callable[[str], None] = lambda _: None,
             on_package: Callable[[int, int], None] | None = None) -> Measurement:  # fmt: skip
     """Measure `loaded` `replications` times, each from a fresh etcd and kube-apiserver."""
+    precheck(loaded, release)
     rel = release_for(loaded, release)
-    # Every field but the gates is checked before a build that can take minutes; the gates once
-    # the binary can say which it takes.
-    bench_plan(loaded, None)
     binaries = build.binaries(rel, kube_apiserver, etcd, progress=lambda m: say(f"build: {m}"), on_package=on_package)
     plan = plan_for(loaded, binaries)
     results, readings = [], []

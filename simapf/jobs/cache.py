@@ -222,7 +222,7 @@ def run_identity(loaded: Any) -> dict[str, Any]:
     apf = [objects(loaded.apf), [[i, objects(o)] for i, o in sorted(loaded.event_apf.items())]]
     return {
         "scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-        "calibration_sha256": canonical_sha256(loaded.params.model_dump(mode="json")),
+        "calibration_sha256": canonical_sha256(loaded.params.record_dump()),
         "apf_sha256": canonical_sha256(apf),
     }
 

@@ -192,7 +192,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-                 "calibration_sha256": canonical_sha256(loaded.params.model_dump(mode="json"))}  # fmt: skip
+                 "calibration_sha256": canonical_sha256(loaded.params.record_dump())}  # fmt: skip
         if isinstance(fig, TimeseriesFigure) and fig.overlay:
             import hashlib
 
@@ -209,7 +209,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
         sweep = load_sweep_spec(base / fig.sweep)
         return {"scenario_sha256": canonical_sha256({"base": sweep.base, "factors": sweep.spec.factors,
                                                      "replications": sweep.spec.replications, "seed": sweep.spec.seed}),
-                "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+                "calibration_sha256": canonical_sha256(ServerParams().record_dump())}  # fmt: skip
     from simapf.server import ServerParams
 
     if isinstance(fig, CalibrationFigure):
@@ -221,7 +221,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     from simapf.calibrate.published import TABLE, load_table
 
     return {"scenario_sha256": canonical_sha256(load_table(TABLE)),
-            "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+            "calibration_sha256": canonical_sha256(ServerParams().record_dump())}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ drawing

@@ -230,7 +230,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
 
     completed = _summed(s.completed for s in snaps)
     n_replicas = len(snaps)
-    return {
+    figures = _whole_bytes({
         "simapf_version": __version__,
         "scenario_name": sc.name,
         "seed": sc.run.seed,
@@ -293,7 +293,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         "requests": {"total": sum(completed.values()), "by_outcome": completed,
                      "rejected_share": completed.get("rejected", 0) / max(1, sum(completed.values()))},
         # What the LISTs served (WatchList's initial events too), by serving path.
-        "lists": {"by_path": {path: {"requests": int(n), "bytes": float(b)}
+        "lists": {"by_path": {path: {"requests": int(n), "bytes": b}
                               for path, (n, b) in sorted(rec.lists_by_path.items())}},
         "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
         "latency": latency.to_dict("records"),
@@ -301,10 +301,20 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         "events": events,
         "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
         "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
-        # What made these numbers: the build, the resolved scenario, the calibration, the seed.
-        "provenance": provenance(scenario, params, [sc.run.seed]),
-        "scenario": scenario,
-    }
+    })
+    # What made these numbers: the build, the resolved scenario, the calibration, the seed.
+    return {**figures, "provenance": provenance(scenario, params, [sc.run.seed]), "scenario": scenario}
+
+
+def _whole_bytes(value: Any) -> Any:
+    """`value` with every amount of bytes in it (a key `bytes` or `*_bytes`) a whole number, as
+    a process's memory is: the model's sums are floats."""
+    if isinstance(value, dict):
+        return {k: round(v) if (k == "bytes" or k.endswith("_bytes")) and isinstance(v, float) and math.isfinite(v)
+                else _whole_bytes(v) for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_whole_bytes(v) for v in value]
+    return value
 
 
 # etcd is the bottleneck of a run when, over its steady state, etcd's cores were busy at least

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from simapf.apf.types import NS_PER_S
+from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.simulation.histograms import Histograms
-from simapf.server.paths import ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
 from simapf.workload.cluster import GONE
 
@@ -80,6 +79,9 @@ class Recorder:
         self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
         # Successful LISTs (and WatchList's initial events) by serving path: [requests, bytes].
         self.lists_by_path: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        # A watch is a LIST's stand-in only when it is a WatchList: one asking for its initial
+        # events (sendInitialEvents=true) of an apiserver that serves them.
+        self._serves_watch_list = cluster.params.features.WatchList
         self.records: list[tuple] = []
         self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
@@ -190,6 +192,9 @@ class Recorder:
 
     # ------------------------------------------------------------------ per request
 
+    def _is_watch_list(self, attrs: RequestAttributes) -> bool:
+        return attrs.verb == "watch" and attrs.list_options.send_initial_events is True and self._serves_watch_list
+
     def completed(self, rec: ServerRequest) -> None:
         """Called for every request the apiserver answered (or lost)."""
         outcome = rec.outcome
@@ -200,7 +205,7 @@ class Recorder:
         if outcome == OK:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
             cost = rec.cost
-            if cost is not None and (verb == "list" or cost.path is ServingPath.WATCHLIST_STREAM):
+            if cost is not None and (verb == "list" or self._is_watch_list(rec.attrs)):
                 served = self.lists_by_path[cost.path.value]
                 served[0] += 1
                 served[1] += cost.shape.response_bytes

@@ -9,10 +9,12 @@ import pytest
 
 import simapf
 from builders import informer, scenario
+from simapf.simulation.collect import is_bytes_key
 
 
 def _summary(*clients, **gates) -> dict:
-    sc = scenario(*clients, duration_s=20, kubernetes={"feature_gates": gates})
+    sc = scenario(*clients, duration_s=20, kubernetes={"feature_gates": gates},
+                  events=[{"at_s": 5, "kind": "outage", "duration_s": 2}])
     return simapf.run(simapf.load_scenario(sc)).summary
 
 
@@ -44,10 +46,10 @@ def test_memory_is_in_whole_bytes(gates):
         elif isinstance(value, list):
             for v in value:
                 yield from amounts(v, key)
-        elif key == "bytes" or key.endswith("_bytes"):
+        elif is_bytes_key(key):
             yield key, value
 
     found = list(amounts(summary))
-    assert any(k == "peak_rss_bytes" for k, _ in found)
+    assert {"peak_rss_bytes", "bytes", "scraped_peak_rss_bytes_until_next_event"} <= {k for k, _ in found}
     assert [(k, v) for k, v in found if v is not None and not isinstance(v, int)] == []
     assert json.loads(json.dumps(summary))["memory"]["peak_rss_bytes"] == summary["memory"]["peak_rss_bytes"]

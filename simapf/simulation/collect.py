@@ -306,12 +306,18 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
     return {**figures, "provenance": provenance(scenario, params, [sc.run.seed]), "scenario": scenario}
 
 
+def is_bytes_key(key: str) -> bool:
+    """Whether a summary's `key` holds an amount of bytes."""
+    return key == "bytes" or key.endswith("_bytes") or key.endswith("_bytes_until_next_event")
+
+
 def _whole_bytes(value: Any) -> Any:
-    """`value` with every amount of bytes in it (a key `bytes` or `*_bytes`) a whole number, as
-    a process's memory is: the model's sums are floats."""
+    """`value` with every amount of bytes in it (a key `bytes`, `*_bytes` or
+    `*_bytes_until_next_event`) a whole number, as a process's memory is: the model's sums are
+    floats."""
     if isinstance(value, dict):
-        return {k: round(v) if (k == "bytes" or k.endswith("_bytes")) and isinstance(v, float) and math.isfinite(v)
-                else _whole_bytes(v) for k, v in value.items()}  # fmt: skip
+        return {k: round(v) if is_bytes_key(k) and isinstance(v, float) and math.isfinite(v) else _whole_bytes(v)
+                for k, v in value.items()}  # fmt: skip
     if isinstance(value, list):
         return [_whole_bytes(v) for v in value]
     return value

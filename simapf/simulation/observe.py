@@ -270,10 +270,13 @@ class Recorder:
         add = self._add
         facts = server.snapshot()
         snap = facts.resources
+        # A process's memory is read in whole bytes, as the kernel and the Go runtime count it
+        # (the model's sums are floats).
+        rss, heap = round(snap.rss_bytes), round(snap.heap_inuse_bytes)
         add(t, "up", 1.0 if snap.up else 0.0, replica=replica)
-        add(t, "process_resident_memory_bytes", snap.rss_bytes, replica=replica)
-        add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes, replica=replica)
-        add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes, replica=replica)
+        add(t, "process_resident_memory_bytes", rss, replica=replica)
+        add(t, "go_memstats_heap_inuse_bytes", heap, replica=replica)
+        add(t, "go_memstats_next_gc_bytes", round(snap.heap_goal_bytes), replica=replica)
         add(t, "go_gc_duration_seconds_count", snap.gc_cycles, replica=replica)
         add(t, "process_cpu_seconds_total", snap.cpu_seconds_total, replica=replica)
         # The GC's CPU by class, as the runtime's metrics export it (P-seconds; the total holds
@@ -283,20 +286,19 @@ class Recorder:
             replica=replica)  # fmt: skip
         add(t, "go_cpu_classes_gc_mark_assist_cpu_seconds_total", snap.gc_mark_assist_seconds_total, replica=replica)
         add(t, "go_cpu_classes_gc_mark_idle_cpu_seconds_total", snap.gc_mark_idle_seconds_total, replica=replica)
-        add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
-        add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
+        add(t, "simapf_live_bytes", round(snap.live_bytes), replica=replica)
+        add(t, "simapf_inflight_live_bytes", round(snap.inflight_live_bytes), replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
         self.readings[i].append(ProcessReading(
-            t, snap.rss_bytes, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
+            t, rss, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
             snap.gc_mark_assist_seconds_total, snap.gc_mark_idle_seconds_total, snap.gc_cycles))  # fmt: skip
         if facts.openapi_v2_eager:
             add(t, "aggregator_openapi_v2_regeneration_count", facts.openapi_v2_rebuilds, replica=replica)
-        self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], snap.rss_bytes)
-        self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], snap.heap_inuse_bytes)
+        self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], rss)
+        self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], heap)
         if self.steady_from_ns is not None and snap.t_ns >= self.steady_from_ns:
-            self.scraped_peak_rss_steady_by_replica[i] = max(self.scraped_peak_rss_steady_by_replica[i], snap.rss_bytes)
-            self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i],
-                                                              snap.heap_inuse_bytes)  # fmt: skip
+            self.scraped_peak_rss_steady_by_replica[i] = max(self.scraped_peak_rss_steady_by_replica[i], rss)
+            self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i], heap)
         if snap.up:
             for g in facts.levels:
                 name = g.name

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import simapf
-from builders import informer, scenario
+from builders import informer, open_loop, scenario
 from simapf.simulation.collect import is_bytes_key
 
 
@@ -53,3 +53,17 @@ def test_memory_is_in_whole_bytes(gates):
     assert {"peak_rss_bytes", "bytes", "scraped_peak_rss_bytes_until_next_event"} <= {k for k, _ in found}
     assert [(k, v) for k, v in found if v is not None and not isinstance(v, int)] == []
     assert json.loads(json.dumps(summary))["memory"]["peak_rss_bytes"] == summary["memory"]["peak_rss_bytes"]
+
+
+def test_the_priority_levels_count_the_requests_the_summary_counts():
+    # LISTs of 2,000 objects of 20 KiB keep requests executing when the run ends: the levels'
+    # table counts the requests that ended, as the summary does, not those still executing.
+    big = {"name": "configmaps", "count": 2000, "namespaces": 4, "object_size": {"mean_bytes": 20480}}
+    sc = scenario(open_loop(rate_per_s=40, request={"verb": "list", "resource": "configmaps"}), informer(count=3),
+                  duration_s=10, resources=[big])  # fmt: skip
+    result = simapf.run(simapf.load_scenario(sc))
+    ended = result.summary["requests"]["total"]
+    still = sum(c["in_flight_at_end"] for c in result.summary["clients"])
+    assert still > 0  # the case this is about
+    assert result.levels["requests"].sum() == ended
+    assert (result.levels["requests"] >= result.levels["rejected"]).all()

@@ -126,10 +126,13 @@ def _client_latency_table(sim: Finished) -> pd.DataFrame:
 
 
 def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
-    """Per priority level, over every replica."""
+    """Per priority level, over every replica: its requests that ended (as the summary's
+    `requests` counts them; those still executing at the end are dispatched, not yet ended), how
+    many APF dispatched and how many it rejected."""
     names = [g.name for g in snaps[0].levels]
     dispatched_by_level = _summed(by_level(s.dispatched_by_flow) for s in snaps)
     rejected_by_level = _summed(by_level_and_reason(s.rejected_by_flow) for s in snaps)
+    ended_by_level = _summed(s.ended_by_level for s in snaps)
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -139,7 +142,7 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
         dispatched = dispatched_by_level.get(name, 0)
         by_reason = {r: rejected_by_level.get((name, r), 0) for r in reasons}
         rejected = sum(by_reason.values())
-        total = dispatched + rejected
+        total = ended_by_level.get(name, 0)
         rows.append({
             "priority_level": name, "requests": total, "dispatched": dispatched, "rejected": rejected,
             "rejection_rate": rejected / total if total else 0.0,

@@ -235,7 +235,8 @@ def format_result(r: OptimizeResult) -> str:
             lines.append(f"    trial {int(p['trial']):>4}: {_fmt('peak_rss_bytes', p['peak_rss_bytes']):>10}  "
                          f"{_fmt(metric, p['objective']):>10}{mark}")  # fmt: skip
     if r.out is not None:
-        lines += ["", f"  wrote {r.out}: best.yaml, trials.csv, compare.csv, optimize.txt, pareto.png/.svg; runs/ holds every run"]
+        best = "best.yaml, " if r.best is not None else ""
+        lines += ["", f"  wrote {r.out}: {best}trials.csv, compare.csv, optimize.txt, pareto.png/.svg; runs/ holds every run"]
     return "\n".join(lines) + "\n"
 
 
@@ -251,6 +252,8 @@ def write_report(r: OptimizeResult, out: Path) -> None:
         }  # fmt: skip
         text = f"# simapf optimize {r.source}: the best settings found (every constraint kept in every run)\n"
         write_text_atomic(out / "best.yaml", text + yaml.safe_dump(doc, sort_keys=False))
+    else:
+        (out / "best.yaml").unlink(missing_ok=True)  # an earlier call's, which these trials no longer support
     write_text_atomic(out / "trials.csv", r.trials.to_csv(index=False))
     compare = r.compare.copy()
     if len(compare):

@@ -60,6 +60,7 @@ def test_no_best_when_every_feasible_trial_ties_at_infinity(tmp_path):
     text = format_result(result)
     assert "best: trial" not in text and "(the best)" not in text
     assert "no best: p99_s/workload-low/list is ∞ in every feasible trial" in text
+    (tmp_path / "best.yaml").write_text("an earlier call's best\n")
     write_report(result, tmp_path)
     assert not (tmp_path / "best.yaml").exists()
 

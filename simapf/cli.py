@@ -590,15 +590,14 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         return load_optimize_spec(spec_path)
 
     def run(loaded, out):
-        from simapf.scenario import load_scenario
         from simapf.search import check_trials, optimize
 
         s = loaded.spec
         n_trials = check_trials(loaded, trials)
         compared = len(loaded.compare_with)
         if not progress:  # quiet but for a warning when the work is large
-            _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
-                      (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
+            _announce(loaded.trial_scenarios(), (n_trials + compared) * len(s.seeds) * len(loaded.cases),
+                      workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
                         progress=progress, force=force, allow_user_code=allow_user_code, budget=_budget(budget),
                         announce=_say if progress else None)  # fmt: skip

@@ -302,10 +302,9 @@ def estimate_line(ev: Evaluator, n_trials: int, done: int, workers: int, budget:
         stages.append(Stage(runs, workers))
     trials = max(n_trials - done, 0)
     if trials:
-        ends = [{k: p.ends()[i] for k, p in s.parameters.items()} for i in (0, -1)]
         half = trials * len(s.seeds) / 2
-        runs = [Runs(loaded.load(c, settings, s.seeds[0]), count)
-                for c in loaded.cases for settings, count in zip(ends, (math.floor(half), math.ceil(half)))]  # fmt: skip
+        runs = [Runs(scenario, count) for scenario, count in
+                zip(loaded.trial_scenarios(), [math.floor(half), math.ceil(half)] * len(loaded.cases))]  # fmt: skip
         per_round = max(1, min(workers, s.batch * len(loaded.cases)))
         stages.append(Stage(runs, per_round))
     found = estimate(stages, ev.timings)

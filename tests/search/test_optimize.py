@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -196,3 +197,16 @@ def test_a_constraint_reports_the_run_that_decides_it():
     assert floor.decisive([30.0, 11.0]) == 11.0 and floor.violation([30.0, 11.0]) < 0
     assert ceiling.decisive([0.0, 2.0, 1.0]) == 2.0
     assert math.isnan(ceiling.decisive([0.0, math.nan])) and ceiling.violation([0.0, math.nan]) == math.inf
+
+
+def test_no_progress_loads_the_scenarios_as_the_trials_run_them(tmp_path):
+    # The spec's policy needs the searched parameter (constant's seats): the case alone is no scenario.
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec(trials=2)))
+    result = CliRunner().invoke(main, ["optimize", str(tmp_path / "tiny.yaml"), "--out", str(tmp_path / "s"),
+                                       "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "2 trials" in result.stdout and "error" not in result.stderr

@@ -446,6 +446,25 @@ def result_directory(out: Path | None, loaded: LoadedOptimization, force: bool) 
         store.write_manifest_file(out / MANIFEST, {
             "simapf_version": __version__, "name": loaded.name, "source": loaded.source, "key": key,
         })  # fmt: skip
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        yield out / RUNS, _journal(out)
 
-        yield out / RUNS, JournalStorage(JournalFileBackend(str(out / JOURNAL)))
+
+def _journal(out: Path) -> Any:
+    """The study's journal in `out`, which `store.locked` keeps to this process: the journal's
+    lock between processes is that flock, which dies with its process. Optuna's own locks are
+    files, and one a killed search leaves behind (a symlink, dangling where --out was relative)
+    makes every resumption wait for it forever: such a file, left by an older simapf, goes."""
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    from optuna.storages.journal._file import LOCK_FILE_SUFFIX, BaseJournalFileLock  # optuna is pinned
+
+    class HeldByTheDirectory(BaseJournalFileLock):
+        def acquire(self) -> bool:
+            return True
+
+        def release(self) -> None:
+            pass
+
+    left = out / (JOURNAL + LOCK_FILE_SUFFIX)
+    if left.is_symlink() or left.is_file():
+        left.unlink()
+    return JournalStorage(JournalFileBackend(str(out / JOURNAL), lock_obj=HeldByTheDirectory()))

@@ -469,8 +469,11 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
         if not out_dir:
             raise SimapfError("figures: --out DIR is needed to make figures (or --check DIR to check them)")
         _check_out(out_dir, "figures", force)
-        files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
-                                log=lambda m: click.echo(m, err=True), budget=_budget(budget), announce=_say)  # fmt: skip
+        try:
+            files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
+                                    log=lambda m: click.echo(m, err=True), budget=_budget(budget), announce=_say)  # fmt: skip
+        except OSError as err:  # a full disk: its inputs are read as ConfigErrors, so this is a write
+            raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
     except BudgetReached as err:

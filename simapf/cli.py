@@ -412,7 +412,10 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
-        if not progress:  # quiet but for a warning when the work is large
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            from simapf.sweeps.backends import choose
+
+            choose(None, workers, dask_address)
             _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
                          dask=dask_address, progress=progress, uncertainty=draws,
@@ -545,7 +548,11 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     from simapf.sweeps.report import format_sweep
 
     def run(loaded, out):
-        if not progress:  # quiet but for a warning when the work is large
+        from simapf.sweeps.backends import choose
+
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            b = loaded.spec.backend
+            choose(backend, workers, dask_address, b.kind, b.workers, b.address)
             runs = len(loaded.runs) + len(loaded.combinations) * loaded.spec.uncertainty  # with its parameter draws
             _announce([c.loaded for c in loaded.combinations], runs, workers or loaded.spec.backend.workers)
         return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
@@ -594,11 +601,13 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
 
     def run(loaded, out):
         from simapf.search import check_trials, optimize
+        from simapf.sweeps.backends import choose
 
         s = loaded.spec
         n_trials = check_trials(loaded, trials)
         compared = len(loaded.compare_with)
-        if not progress:  # quiet but for a warning when the work is large
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            choose(backend, workers, dask_address, s.backend.kind, s.backend.workers, s.backend.address)
             _announce(loaded.trial_scenarios(), (n_trials + compared) * len(s.seeds) * len(loaded.cases),
                       workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,

@@ -567,3 +567,11 @@ def test_calibration_cells_and_validation_readings_holding_the_wrong_thing_are_m
     before = _runs()
     assert published.run_table([row], workers=1, seeds=1).to_csv() == table.to_csv()
     assert _runs()[0] == before[0]  # nothing read back: computed again
+
+
+def test_a_bad_scheduler_address_is_refused_though_every_run_is_in_the_cache(cache_dir):
+    args = ["compare", str(TINY), "--policy", "upstream", "--policy", "size-based", "--no-progress"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    result = CliRunner().invoke(main, [*args, "--dask", "not-an-address"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("simapf: error: --dask not-an-address: not a Dask scheduler's address")

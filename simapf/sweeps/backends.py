@@ -49,11 +49,28 @@ def choose(kind: str | None, workers: int | None, address: str | None, default_k
     if address:
         if kind not in (None, "dask"):
             raise ConfigError(f"--dask {address}: a scheduler address needs the dask backend, not {kind}")
-        return Backend("dask", workers or default_workers, address)
+        return Backend("dask", workers or default_workers, _checked_address(address, "--dask"))
     kind = kind or default_kind
     if kind not in ("joblib", "dask", "serial"):
         raise ConfigError(f"--backend: {kind!r} is not one of joblib, dask, serial")
-    return Backend(kind, workers or default_workers, default_address if kind == "dask" else None)
+    if kind == "dask" and default_address:
+        return Backend(kind, workers or default_workers, _checked_address(default_address, "backend.address"))
+    return Backend(kind, workers or default_workers, None)
+
+
+def _checked_address(address: str, where: str) -> str:
+    """`address` if it is one a Dask client can connect to (its scheme, host and port), checked
+    before any work: runs the result cache holds would otherwise never show it is not."""
+    try:
+        from distributed.comm.addressing import get_address_host_port, normalize_address
+    except ImportError:
+        raise SimapfError(f"{where} {address}: the dask backend needs Dask: pip install 'simapf[dask]' (here, and "
+                          "on every Dask worker)") from None  # fmt: skip
+    try:
+        get_address_host_port(normalize_address(address))
+    except ValueError as err:
+        raise ConfigError(f"{where} {address}: not a Dask scheduler's address ({err}); give one as tcp://HOST:PORT") from None
+    return address
 
 
 def cpu_count() -> int:

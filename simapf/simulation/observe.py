@@ -421,8 +421,8 @@ class Dashboard:
         for server in cluster.servers:
             facts = server.snapshot()
             snap = facts.resources
-            rss = max(rss, snap.rss_bytes)
-            heap = max(heap, snap.heap_inuse_bytes)
+            rss = max(rss, round(snap.rss_bytes))  # in whole bytes, as a full run's scrape reads it
+            heap = max(heap, round(snap.heap_inuse_bytes))
             cpu += snap.cpu_seconds_total
             client += snap.client_cpu_seconds_total
             ok += facts.completed[OK]

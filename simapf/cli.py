@@ -78,8 +78,11 @@ def cache_option(command):
             reused, ran = cache.tally.reused - reused, cache.tally.ran - ran
         if reused:
             them = "it" if reused == 1 else "them"
+            # A scheduler named, and never asked for anything: said, not silently passed over.
+            scheduler = kwargs.get("dask_address")
+            unused = f"; the Dask scheduler at {scheduler} was not needed" if scheduler and not ran else ""
             click.echo(f"simapf: {_reused(reused, ran)} came from the result cache in {where.folder} "
-                       f"(--no-cache computes {them} again)", err=True)  # fmt: skip
+                       f"(--no-cache computes {them} again){unused}", err=True)  # fmt: skip
 
     return with_cache
 

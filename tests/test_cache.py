@@ -575,3 +575,7 @@ def test_a_bad_scheduler_address_is_refused_though_every_run_is_in_the_cache(cac
     result = CliRunner().invoke(main, [*args, "--dask", "not-an-address"])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("simapf: error: --dask not-an-address: not a Dask scheduler's address")
+    # A well-formed address no run needed is said so, not passed over in silence.
+    result = CliRunner().invoke(main, [*args, "--dask", "tcp://127.0.0.1:9"])
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[-1].endswith("; the Dask scheduler at tcp://127.0.0.1:9 was not needed")

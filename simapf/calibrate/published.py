@@ -547,7 +547,7 @@ def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, d
         key = None if user_policies(loaded.scenario) else cache.key(
             "validation", {**cache.run_identity(loaded), "readings": sorted(rs)})  # fmt: skip
         identity = ((s, o), k, d if draws is not None else None)
-        got = store.get("validation", key, lambda out, rs=rs: _is_output_of(rs, out)) if key is not None else cache.MISS
+        got = cache.MISS if key is None else store.get("validation", key, lambda out, rs=rs: _is_output_of(rs, out))
         if got is cache.MISS:
             todo.append(((s, o), rs, k, d))
             keys[identity] = key

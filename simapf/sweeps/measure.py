@@ -121,7 +121,7 @@ def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterato
     keys = [row_key(t) if store is not None else None for t in tasks]
     todo = []
     for i, (task, k) in enumerate(zip(tasks, keys)):
-        got = store.get("row", k, lambda row: is_row_of(task, row)) if store is not None and k is not None else cache.MISS
+        got = cache.MISS if store is None or k is None else store.get("row", k, lambda row: is_row_of(task, row))
         if got is cache.MISS:
             todo.append(i)
         else:
@@ -144,7 +144,9 @@ def is_row_of(task: RunTask, row: Any) -> bool:
     if not all(v is None or isinstance(v, (bool, int, float, str)) for v in row.values()):
         return False
     wall = row.get("wall_s")
-    if not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall < 0 or row.get("simapf_version") != __version__:
+    if not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall < 0:
+        return False
+    if row.get("simapf_version") != __version__:
         return False
     asked = SCALAR_METRICS if task.metrics is None else [m for m in task.metrics if m in SCALAR_METRICS]
     return all(m in row for m in asked) and not set(row) & set(task.key)

@@ -78,8 +78,11 @@ def cache_option(command):
             reused, ran = cache.tally.reused - reused, cache.tally.ran - ran
         if reused:
             them = "it" if reused == 1 else "them"
+            # A scheduler named, and never asked for anything: said, not silently passed over.
+            scheduler = kwargs.get("dask_address")
+            unused = f"; the Dask scheduler at {scheduler} was not needed" if scheduler and not ran else ""
             click.echo(f"simapf: {_reused(reused, ran)} came from the result cache in {where.folder} "
-                       f"(--no-cache computes {them} again)", err=True)  # fmt: skip
+                       f"(--no-cache computes {them} again){unused}", err=True)  # fmt: skip
 
     return with_cache
 
@@ -412,7 +415,10 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         loaded = load_scenario(scenario_path or default_scenario_path(), overrides)
         if not scenario_path:
             loaded = dataclasses.replace(loaded, source="<built-in default>")
-        if not progress:  # quiet but for a warning when the work is large
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            from simapf.sweeps.backends import choose
+
+            choose(None, workers, dask_address)
             _announce([loaded], len(policies) * replications, 1 if dask_address else workers)
         result = compare(loaded, list(policies), replications, confidence=confidence, workers=workers,
                          dask=dask_address, progress=progress, uncertainty=draws,
@@ -469,8 +475,11 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
         if not out_dir:
             raise SimapfError("figures: --out DIR is needed to make figures (or --check DIR to check them)")
         _check_out(out_dir, "figures", force)
-        files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
-                                log=lambda m: click.echo(m, err=True), budget=_budget(budget), announce=_say)  # fmt: skip
+        try:
+            files = kepfigures.make(spec_or_dir, out_dir, list(only) or None, force,
+                                    log=lambda m: click.echo(m, err=True), budget=_budget(budget), announce=_say)  # fmt: skip
+        except OSError as err:  # a full disk: its inputs are read as ConfigErrors, so this is a write
+            raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
     except BudgetReached as err:
@@ -542,7 +551,11 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     from simapf.sweeps.report import format_sweep
 
     def run(loaded, out):
-        if not progress:  # quiet but for a warning when the work is large
+        from simapf.sweeps.backends import choose
+
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            b = loaded.spec.backend
+            choose(backend, workers, dask_address, b.kind, b.workers, b.address)
             runs = len(loaded.runs) + len(loaded.combinations) * loaded.spec.uncertainty  # with its parameter draws
             _announce([c.loaded for c in loaded.combinations], runs, workers or loaded.spec.backend.workers)
         return sweep(loaded, out, workers=workers, backend=backend, dask=dask_address, progress=progress, force=force,
@@ -590,15 +603,16 @@ def optimize_command(spec_path: str, out_dir: str | None, trials: int | None, wo
         return load_optimize_spec(spec_path)
 
     def run(loaded, out):
-        from simapf.scenario import load_scenario
         from simapf.search import check_trials, optimize
+        from simapf.sweeps.backends import choose
 
         s = loaded.spec
         n_trials = check_trials(loaded, trials)
         compared = len(loaded.compare_with)
-        if not progress:  # quiet but for a warning when the work is large
-            _announce([load_scenario(c.data, base_dir=c.base_dir) for c in loaded.cases],
-                      (n_trials + compared) * len(s.seeds) * len(loaded.cases), workers or s.backend.workers)  # fmt: skip
+        if not progress:  # quiet but for a warning when the work is large, once the backend is known good
+            choose(backend, workers, dask_address, s.backend.kind, s.backend.workers, s.backend.address)
+            _announce(loaded.trial_scenarios(), (n_trials + compared) * len(s.seeds) * len(loaded.cases),
+                      workers or s.backend.workers)  # fmt: skip
         return optimize(loaded, out, trials=trials, workers=workers, backend=backend, dask=dask_address,
                         progress=progress, force=force, allow_user_code=allow_user_code, budget=_budget(budget),
                         announce=_say if progress else None)  # fmt: skip

@@ -448,11 +448,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:
+    """Its size and sha256; a file that cannot be read is one line naming it."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
 def changed_since_written(out: Path, name: str, marker: dict) -> str | None:
@@ -470,6 +474,16 @@ def changed_since_written(out: Path, name: str, marker: dict) -> str | None:
     return None
 
 
+@contextmanager
+def refused_by_the_os(where: str) -> Iterator[None]:
+    """What the OS refuses of a path the user gave (a name too long, a loop of symbolic links),
+    as one line naming `where`."""
+    try:
+        yield
+    except OSError as err:
+        raise SimapfError(f"{where}: {err.strerror or err}") from None
+
+
 def check_output_directory(out: Path, kind: str, force: bool = False, option: str = "--out") -> None:
     """Refuse, before any work is done, an `--out` that would overwrite what is not simapf's.
 
@@ -478,6 +492,11 @@ def check_output_directory(out: Path, kind: str, force: bool = False, option: st
     `force` (then simapf's files are added beside what is there, replacing only files of the
     same names). Staging that a killed command writing `kind` left does not count.
     """
+    with refused_by_the_os(f"{option} {out}"):
+        _check_output_directory(out, kind, force, option)
+
+
+def _check_output_directory(out: Path, kind: str, force: bool, option: str) -> None:
     where = f"{option} {out}"
     if out.is_symlink() and not out.exists():
         raise SimapfError(f"{where}: is a broken symbolic link")
@@ -587,6 +606,12 @@ def check_output_file(path: str | Path, option: str, force: bool = False, inputs
     unless `force` or `ours(path)` says it is simapf's own earlier output of this kind. A
     missing folder is made when the file is written, as for `--out` directories.
     """
+    with refused_by_the_os(f"{option} {path}"):
+        _check_output_file(path, option, force, inputs, ours)
+
+
+def _check_output_file(path: str | Path, option: str, force: bool, inputs: Iterable[str | Path],
+                       ours: Callable[[Path], bool] | None) -> None:  # fmt: skip
     where = f"{option} {path}"
     text = os.fspath(path)
     target = Path(text)

@@ -144,7 +144,7 @@ def write_search(folder: Path) -> Path:
         "seeds": [1, 2],
         "parameters": {"apf.estimator.list_params.seats": {"low": 1, "high": 20, "type": "int"}},
         "set": {"apf.estimator.list_policy": "constant"},
-        "objective": {"metric": "p99_s/workload-low/list"},
+        "objective": {"metric": "p99_s/global-default/list"},  # the lister's level
         "constraints": [{"metric": "oom_kills", "max": 0}],
         "compare_with": {"upstream": {"apf.estimator.list_policy": "upstream"}},
         "trials": 6, "batch": 2, "startup_trials": 3,

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import simapf
+import simapf.simulation.result
 import simapf.version
 from simapf.jobs import cache
 from simapf.cli import main
@@ -47,6 +48,10 @@ def _cli(args: list[str], env: dict | None = None):
 
 def _runs():
     return cache.tally.snapshot()
+
+
+def ANY(_value) -> bool:  # noqa: N802 - a predicate that takes whatever an entry holds
+    return True
 
 
 # ------------------------------------------------------------------------------ the figures
@@ -357,14 +362,14 @@ def test_two_writers_of_the_same_entry_leave_one_good_entry_and_readers_never_se
     store = cache.Cache(tmp_path)
     seen = 0
     while any(w.is_alive() for w in writers):
-        got = store.get("row", "ab" * 32)
+        got = store.get("row", "ab" * 32, ANY)
         if got is not cache.MISS:
             assert got == value
             seen += 1
     for w in writers:
         w.join()
         assert w.exitcode == 0
-    assert store.get("row", "ab" * 32) == value
+    assert store.get("row", "ab" * 32, ANY) == value
     assert [p.name for p in (tmp_path / "results").iterdir()] == ["row-" + "ab" * 32]  # no temporary file left
     assert seen > 0
 
@@ -380,14 +385,14 @@ def test_past_its_size_the_least_recently_used_entries_go(tmp_path):
     for k, blob in zip(keys[:8], blobs):
         store.put("row", k, blob)  # 8 of them fit
         later()
-    assert store.get("row", keys[0]) == blobs[0]  # used again: entry 1 is now the least recently used
+    assert store.get("row", keys[0], ANY) == blobs[0]  # used again: entry 1 is now the least recently used
     later()
     store.put("row", keys[8], blobs[8])
-    assert store.get("row", keys[1]) is cache.MISS
-    assert all(store.get("row", k) == b for k, b in zip(keys, blobs) if k != keys[1])
+    assert store.get("row", keys[1], ANY) is cache.MISS
+    assert all(store.get("row", k, ANY) == b for k, b in zip(keys, blobs) if k != keys[1])
     assert store.size() <= 2_500_000
     store.put("row", "d" * 64, os.urandom(400_000))  # more than an eighth of the bound: not kept
-    assert store.get("row", "d" * 64) is cache.MISS
+    assert store.get("row", "d" * 64, ANY) is cache.MISS
 
 
 def test_a_damaged_entry_misses_and_goes(tmp_path):
@@ -395,8 +400,90 @@ def test_a_damaged_entry_misses_and_goes(tmp_path):
     store.put("row", "e" * 64, {"x": 1.0})
     path = store.path("row", "e" * 64)
     path.write_bytes(path.read_bytes()[:-5])
-    assert store.get("row", "e" * 64) is cache.MISS
+    assert store.get("row", "e" * 64, ANY) is cache.MISS
     assert not path.exists()
+
+
+class _Other:
+    """Not what any entry holds."""
+
+
+BAD_VALUES = {"a dict": {"summary": {}}, "none": None, "a string": "a run", "another object": _Other()}
+
+
+def _replace_entries(folder: Path, kind: str, bad) -> list[Path]:
+    """Every entry of `kind` in the cache `folder` made to hold `bad` (a FIFO for "a fifo")."""
+    entries = _entries(folder, kind)
+    assert entries
+    for path in entries:
+        path.unlink()
+        if bad == "a fifo":
+            os.mkfifo(path)
+        else:
+            path.write_bytes(cache._encode(cache.ENTRY.match(path.name)["key"], bad))
+    return entries
+
+
+def _until(seconds: int):
+    """Fail, rather than hang, a call that does not return within `seconds`."""
+    import signal
+
+    def overtime(_signum, _frame):
+        raise TimeoutError(f"over {seconds} s")
+
+    signal.signal(signal.SIGALRM, overtime)
+    signal.alarm(seconds)
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+
+
+def _same_run(text: str) -> list[str]:
+    """A run's report but for its wall time and where it wrote."""
+    return [line for line in text.splitlines()[1:] if "wrote " not in line]
+
+
+@pytest.mark.parametrize("bad", [*BAD_VALUES, "a fifo"])
+def test_a_run_entry_holding_the_wrong_thing_is_a_miss_computed_again(tmp_path, cache_dir, bad, caplog):
+    code, fresh, _ = _cli(["run", str(TINY), "--out", str(tmp_path / "a"), "--no-progress"])
+    assert code == 0
+    (entry,) = _replace_entries(cache_dir, "result", BAD_VALUES.get(bad, bad))
+    _until(60)
+    try:
+        result = CliRunner().invoke(main, ["run", str(TINY), "--out", str(tmp_path / "b"), "--no-progress"])
+    finally:
+        import signal
+
+        signal.alarm(0)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert _same_run(result.stdout) == _same_run(fresh)
+    (warning,) = _warnings(caplog)
+    assert entry.name in warning
+    assert stat.S_ISREG(entry.stat().st_mode) and isinstance(cache.Cache(cache_dir).get(
+        "result", cache.ENTRY.match(entry.name)["key"], cache._is_result), simapf.simulation.result.Result)  # replaced
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_rows_holding_the_wrong_thing_are_misses_computed_again(tmp_path, cache_dir, command, caplog):
+    spec = tmp_path / "tiny-sweep.yaml"
+    spec.write_text(f"name: tiny\nbase: {TINY}\nfactors: {{run.duration_s: [5, 6]}}\nreplications: 1\n")
+    args = {"sweep": ["sweep", str(spec), "--no-progress"],
+            "compare": ["compare", str(TINY), "--policy", "upstream", "--policy", "streamed-cache-cap", "--no-progress"]}[command]  # fmt: skip
+    out = ["--out", str(tmp_path / "first")] if command == "sweep" else []
+    code, fresh, _ = _cli(args + out)
+    assert code == 0
+    entries = _replace_entries(cache_dir, "row", {"wall_s": 1.0})  # a dict, but no row
+    out = ["--out", str(tmp_path / "second")] if command == "sweep" else []
+    before = _runs()
+    result = CliRunner().invoke(main, args + out)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert _runs()[1] - before[1] == len(entries)  # every one computed again
+    assert len(_warnings(caplog)) == 1, _warnings(caplog)
+    if command == "compare":
+        assert result.stdout == fresh
+    _, again, _ = _cli(args + (["--out", str(tmp_path / "third")] if command == "sweep" else []))
+    assert _runs()[0] - before[0] == len(entries)  # replaced: the third reads them all
 
 
 def test_clear_removes_entries_and_nothing_else(tmp_path, cache_dir):
@@ -454,3 +541,41 @@ def test_no_cache_and_the_environment_variable_compute_every_run(cache_dir):
 def test_every_command_that_runs_simulations_takes_no_cache(command):
     code, out, _err = _cli([command, "--help"])
     assert code == 0 and "--no-cache" in out
+
+
+def test_calibration_cells_and_validation_readings_holding_the_wrong_thing_are_misses(cache_dir):
+    from simapf.calibrate import published
+    from simapf.calibrate.data import load_rows
+    from simapf.calibrate.grid import run_grid
+    from simapf.calibrate.record import load_params
+    from simapf.calibrate.report import all_cells
+
+    params, setup, _record = load_params()
+    cheapest = sorted(all_cells(load_rows()), key=lambda c: setup.requests_for(c.row.qps))[:2]
+    fresh = run_grid(cheapest, params, setup, n_jobs=1)
+    # Each cell's entry made to hold the other's result: a CellResult, but not this cell's.
+    a, b = _entries(cache_dir, "cell")
+    a_bytes, b_bytes = a.read_bytes(), b.read_bytes()
+    a.write_bytes(cache._encode(cache.ENTRY.match(a.name)["key"], cache._decode(b_bytes)[1]))
+    b.write_bytes(cache._encode(cache.ENTRY.match(b.name)["key"], cache._decode(a_bytes)[1]))
+    before = _runs()
+    assert run_grid(cheapest, params, setup, n_jobs=1) == fresh
+    assert _runs()[1] - before[1] == 2
+    row = "issue114276-memory-after-20-lists"
+    table = published.run_table([row], workers=1, seeds=1)
+    _replace_entries(cache_dir, "validation", {"values": {}, "regime": "", "inputs": {}, "wall_s": 1.0, "sim_s": 1})
+    before = _runs()
+    assert published.run_table([row], workers=1, seeds=1).to_csv() == table.to_csv()
+    assert _runs()[0] == before[0]  # nothing read back: computed again
+
+
+def test_a_bad_scheduler_address_is_refused_though_every_run_is_in_the_cache(cache_dir):
+    args = ["compare", str(TINY), "--policy", "upstream", "--policy", "size-based", "--no-progress"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    result = CliRunner().invoke(main, [*args, "--dask", "not-an-address"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("simapf: error: --dask not-an-address: not a Dask scheduler's address")
+    # A well-formed address no run needed is said so, not passed over in silence.
+    result = CliRunner().invoke(main, [*args, "--dask", "tcp://127.0.0.1:9"])
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[-1].endswith("; the Dask scheduler at tcp://127.0.0.1:9 was not needed")

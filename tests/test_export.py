@@ -230,3 +230,25 @@ def test_the_metadata_the_docs_quote_is_the_tables():
         family = by_family[name]
         assert meta.get("HELP", family.help) == family.help and meta.get("TYPE", family.type) == family.type, name
         assert meta.get("UNIT", family.unit) == family.unit, name
+
+
+@pytest.mark.parametrize("fmt, unreadable", [("openmetrics", "series.parquet"), ("perfdata", "latency.csv")])
+def test_a_run_file_that_cannot_be_read_is_named_not_the_output(run_dir, tmp_path, monkeypatch, fmt, unreadable):
+    # (As root every file is readable: the OS's refusal is made here.)
+    import builtins
+    import errno
+
+    out, _ = run_dir
+    real_open = builtins.open
+
+    def refusing(path, *args, **kwargs):
+        if str(path).endswith(unreadable):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refusing)
+    target = tmp_path / ("run.om" if fmt == "openmetrics" else "perf")
+    res = CliRunner().invoke(main, ["export", str(out), "--format", fmt, "-o", str(target)])
+    assert res.exit_code == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert res.stderr == f"simapf: error: {out / unreadable}: cannot read: Permission denied\n", res.stderr
+    assert not target.exists()

@@ -179,3 +179,25 @@ def test_rejected_requests_are_not_counted_twice(tmp_path):
     clients = {c["name"]: c for c in yaml.safe_load(out.read_text())["clients"]}
     assert clients["get-pods-resource"]["rate_per_s"] == pytest.approx(30)
     assert "2,592,000 GETs at scope resource in 86,400 s, and 2,592,000 answered 429 and retried" in out.read_text()
+
+
+# A day of a cluster's artefacts (a copy of examples/cluster/, kept as the test's own): its
+# apiserver rejected 80 requests (429) in that day.
+A_DAY = Path(__file__).resolve().parent / "data" / "import" / "cluster-a-day"
+
+
+def test_an_imported_cluster_starts_in_its_steady_state(tmp_path):
+    out = tmp_path / "cluster.yaml"
+    res = CliRunner().invoke(main, ["import", str(A_DAY), "-o", str(out), "--scraped-at", str(SCRAPED_AT)])
+    assert res.exit_code == 0, res.output
+    # The docs' "does it look like my cluster?" run: its informers had listed when the metrics
+    # were read, so they do not all list at once in its first minute.
+    result = simapf.run(out, {"run.duration_s": 60})
+    s = result.summary
+    informers = [c for c in s["clients"] if c["kind"] == "informer"]
+    assert sum(c["instances"] for c in informers) == 1683 and sum(c["lists"] for c in informers) == 0
+    day_share = 80 / sum(float(line.rsplit(" ", 1)[1]) for line in (A_DAY / "metrics.txt").read_text().splitlines()
+                         if line.startswith("apiserver_request_total{"))  # fmt: skip
+    assert s["requests"]["rejected_share"] <= max(10 * day_share, 1e-3), s["requests"]
+    # The priority levels' requests are the summary's (none ended before APF saw it).
+    assert result.levels["requests"].sum() == s["requests"]["total"]

@@ -177,3 +177,20 @@ def test_make_says_which_figure_runs_and_how_long_each_took(tmp_path):
     # With the runs each figure rests on (the result cache is off in the suite: test_cache.py).
     assert re.fullmatch(r"figure 1/2 memory: 1 run, \d+ s \(\d+ s so far\)", said[1]), said[1]
     assert re.fullmatch(r"figure 2/2 policies: 4 runs, \d+ s \(\d+ s so far\)", said[3]), said[3]
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    import matplotlib.figure
+
+    spec = _project(tmp_path)
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", no_space)
+    res = CliRunner().invoke(main, ["figures", str(spec), "--out", str(tmp_path / "figs")])
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == f"simapf: error: --out {tmp_path / 'figs'}: cannot write: No space left on device"
+    assert not (tmp_path / "figs").exists() and not list(tmp_path.glob(".*figs*"))

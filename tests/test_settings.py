@@ -4,14 +4,18 @@ the shipped calibration record; no test or tool rewrites Python source to keep t
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Annotated
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from simapf.calibrate.experiment import ExperimentSetup
 from simapf.calibrate.record import SHIPPED, read_record
-from simapf.server.params import ServerParams
+from simapf.server.params import FeatureGates, ServerParams
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("simapf", "tests", "benchmarks")
@@ -193,8 +197,59 @@ def test_one_feature_gates_type():
 
 def test_the_record_keeps_the_serving_gates_as_it_always_wrote_them():
     record = read_record(SHIPPED)["server"]["features"]
-    assert ServerParams().model_dump()["features"] == record
+    assert ServerParams().record_dump()["features"] == record
     assert ServerParams.from_dict({"features": record}) == ServerParams()
+
+
+def _valid_alone(section: str, field: str, value) -> bool:
+    try:
+        ServerParams.model_validate({section: {field: value}})
+    except ValidationError:
+        return False
+    return True
+
+
+def _values(section: str, field: str, info) -> st.SearchStrategy:
+    """Values a parameter takes (its own rules kept; some break a rule across fields)."""
+    return _another_value(info).filter(lambda value: _valid_alone(section, field, value))
+
+
+def _another_value(info) -> st.SearchStrategy:
+    default = info.get_default(call_default_factory=True)
+    args = typing.get_args(info.annotation)
+    choices = [a for a in args if a is not type(None)] if typing.get_origin(info.annotation) is typing.Literal else []
+    if isinstance(default, bool) or info.annotation in (bool, bool | None):
+        return st.sampled_from([True, False] + ([None] if type(None) in args else []))
+    if choices:
+        return st.sampled_from(choices)
+    if isinstance(default, int) and not isinstance(default, float):
+        return st.integers(max(default // 2, 0), default * 2 + 1)
+    if isinstance(default, float):
+        return st.floats(default / 2, default * 2 + 1e-3, allow_nan=False)
+    return st.just(default)  # null where unset: its spelling is its own field's test
+
+
+_SECTIONS = {section: info.annotation.model_fields for section, info in ServerParams.model_fields.items()}
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.fixed_dictionaries({section: st.fixed_dictionaries({field: _values(section, field, info) for field, info in fields.items()})
+                              for section, fields in _SECTIONS.items()}))  # fmt: skip
+def test_a_dump_validates_back_to_the_same_parameters(data):
+    try:
+        params = ServerParams.model_validate(data)
+    except ValidationError:
+        assume(False)  # a combination the parameters refuse
+    for mode in ("python", "json"):
+        assert ServerParams.model_validate(params.model_dump(mode=mode)) == params, mode
+
+
+@pytest.mark.parametrize("gate", sorted(FeatureGates.model_fields))
+def test_every_gate_survives_a_dump_and_a_reload(gate):
+    for value in (True, False):
+        params = ServerParams(features=FeatureGates(**{gate: value}))
+        reloaded = ServerParams.model_validate(params.model_dump())
+        assert getattr(reloaded.features, gate) is value
 
 
 def test_a_scenarios_gates_reach_apf_and_the_serving_paths():

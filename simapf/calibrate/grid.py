@@ -65,7 +65,8 @@ def _from_cache(tasks: list[tuple[int, Cell]], params: list[ServerParams], setup
     found, todo, keys = [], [], {}
     for k, c in tasks:
         key = cell_key(c, params[k], setups[k])
-        got = store.get("cell", key)
+        got = store.get("cell", key, lambda r, c=c: isinstance(r, CellResult)
+                        and (r.row, r.seats) == (c.row.index, c.seats))  # this cell's, not another's
         if got is cache.MISS:
             todo.append((k, c))
             keys[(k, c.row.index, c.seats)] = key

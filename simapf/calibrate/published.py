@@ -547,13 +547,24 @@ def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, d
         key = None if user_policies(loaded.scenario) else cache.key(
             "validation", {**cache.run_identity(loaded), "readings": sorted(rs)})  # fmt: skip
         identity = ((s, o), k, d if draws is not None else None)
-        got = store.get("validation", key) if key is not None else cache.MISS
+        got = cache.MISS if key is None else store.get("validation", key, lambda out, rs=rs: _is_output_of(rs, out))
         if got is cache.MISS:
             todo.append(((s, o), rs, k, d))
             keys[identity] = key
         else:
             found.append(dict(zip(_TASK_FIELDS, identity), **got))
     return found, todo, keys
+
+
+def _is_output_of(readings: list, out: Any) -> bool:
+    """Whether `out` (read from the result cache) is what `_run_one` gives for `readings`, less
+    the task's fields: a value for each reading, and the run's regime, inputs and times."""
+    if not isinstance(out, dict) or set(out) != {"values", "regime", "inputs", "wall_s", "sim_s"}:
+        return False
+    values = out["values"]
+    return (isinstance(values, dict) and set(values) == {tuple(r) for r in readings}
+            and all(isinstance(v, float) for v in values.values())
+            and isinstance(out["wall_s"], float) and isinstance(out["sim_s"], (int, float)))  # fmt: skip
 
 
 def _kept(outputs: Iterable[dict], keys: dict) -> Iterator[dict]:

@@ -67,7 +67,7 @@ def build_record(
         "fit": _plain(fit or {}),
         "error": _plain(error or {}),
         "experiment": _plain(setup.model_dump(mode="json")),
-        "server": _plain(params.model_dump(mode="json")),
+        "server": _plain(params.record_dump()),
     }
 
 

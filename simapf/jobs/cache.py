@@ -222,7 +222,7 @@ def run_identity(loaded: Any) -> dict[str, Any]:
     apf = [objects(loaded.apf), [[i, objects(o)] for i, o in sorted(loaded.event_apf.items())]]
     return {
         "scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-        "calibration_sha256": canonical_sha256(loaded.params.model_dump(mode="json")),
+        "calibration_sha256": canonical_sha256(loaded.params.record_dump()),
         "apf_sha256": canonical_sha256(apf),
     }
 
@@ -260,30 +260,52 @@ class Cache:
         self.max_bytes = max_bytes
         self._total: int | None = None  # this process's estimate of the entries' size
         self._broken = False  # a write failed: say so once, then stop writing
+        self._warned = False  # a damaged entry has been said
 
     def path(self, kind: str, key: str) -> Path:
         return self.entries / f"{kind}-{key}"
 
-    def get(self, kind: str, key: str) -> Any:
-        """The value of an entry, or MISS. A damaged entry is removed and misses."""
+    def get(self, kind: str, key: str, valid: Callable[[Any], bool]) -> Any:
+        """The value of an entry, or MISS. The folder is untrusted input: an entry that is not a
+        file, does not decode, is another key's or holds what `valid` refuses (a dict where a run
+        should be) is damaged, and misses; it is removed (a folder is left alone), so that the
+        computed value replaces it, and the first of them is said once."""
         path = self.path(kind, key)
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = _read_entry(path)
+        except FileNotFoundError:
             return MISS
+        except (OSError, ValueError) as err:
+            return self._damaged(path, getattr(err, "strerror", None) or str(err))
         try:
             stored, value = _decode(data)
-            if stored != key:
-                raise ValueError("another entry's content")
         except Exception:  # noqa: BLE001 - damaged or truncated: compute it again
-            _unlink(path)
-            return MISS
+            return self._damaged(path, "it does not decode")
+        if stored != key:
+            return self._damaged(path, "it holds another entry's content")
+        try:
+            fits = bool(valid(value))
+        except Exception:  # noqa: BLE001 - what an odd object does when looked at is no answer
+            fits = False
+        if not fits:
+            return self._damaged(path, f"it holds {type(value).__name__}, not {KINDS[kind]}")
         try:
             os.utime(path)  # used now: the last to be evicted
         except OSError:
             pass
         tally.reused += 1
         return value
+
+    def _damaged(self, path: Path, why: str) -> Any:
+        if not self._warned:
+            self._warned = True
+            log.warning("the result cache's entry %s is damaged (%s): it is computed again and replaced", path, why)
+        try:
+            if not stat.S_ISDIR(path.lstat().st_mode):
+                path.unlink()
+        except OSError:
+            pass
+        return MISS
 
     def put(self, kind: str, key: str, value: Any) -> None:
         """Keep `value`; on a failure to write, warn once and keep nothing more."""
@@ -366,7 +388,17 @@ def _encode(key: str, value: Any) -> bytes:
 def _decode(data: bytes) -> tuple[str, Any]:
     if not data.startswith(MAGIC):
         raise ValueError("not an entry")
-    return pickle.loads(zlib.decompress(data[len(MAGIC):]))
+    stored, value = pickle.loads(zlib.decompress(data[len(MAGIC):]))
+    return stored, value
+
+
+def _read_entry(path: Path) -> bytes:
+    """An entry's bytes; ValueError if it is not a regular file (a FIFO would block a read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise ValueError("it is not a file")
+        return fh.read()
 
 
 def _temporary(name: str) -> bool:
@@ -415,7 +447,7 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
     cache = active() if enabled and not user_policies(loaded.scenario) else None
     # The scenario's source (its file name) is in the summary: part of what is asked.
     k = key("result", {**run_identity(loaded), "source": loaded.source}) if cache is not None else ""
-    got = cache.get("result", k) if cache is not None else MISS
+    got = cache.get("result", k, _is_result) if cache is not None else MISS
     if got is not MISS:
         got.cached = True
         # The build that makes these numbers now: the same sources (the key), maybe another commit.
@@ -427,6 +459,16 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
     if cache is not None:
         cache.put("result", k, got)
     return got
+
+
+def _is_result(value: Any) -> bool:
+    import pandas as pd
+
+    from simapf.simulation.result import Result
+
+    return (isinstance(value, Result) and isinstance(value.summary, dict)
+            and isinstance(value.summary.get("provenance"), dict)
+            and all(isinstance(t, pd.DataFrame) for t in (value.series, value.latency, value.levels)))  # fmt: skip
 
 
 def entries_by_kind(cache: Cache) -> dict[str, tuple[int, int]]:

@@ -104,7 +104,11 @@ def _read(run_dir: Path, name: str) -> pd.DataFrame:
         reason = " ".join(str(exc).replace(f"Could not open Parquet input source '{path}': ", "").split())
         reason = reason or type(exc).__name__
         raise ConfigError(f"{path}: not a {kind} table simapf can read ({reason[:200]})") from None
-    if name.endswith(".csv") and not _ends_a_line(path):
+    try:
+        whole_lines = not name.endswith(".csv") or _ends_a_line(path)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not whole_lines:
         raise ConfigError(f"{path}: ends in the middle of a line (truncated?); not the {name} of a simapf run")
     for column, kind in COLUMNS[name].items():
         if column not in frame.columns:

@@ -192,7 +192,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
-                 "calibration_sha256": canonical_sha256(loaded.params.model_dump(mode="json"))}  # fmt: skip
+                 "calibration_sha256": canonical_sha256(loaded.params.record_dump())}  # fmt: skip
         if isinstance(fig, TimeseriesFigure) and fig.overlay:
             import hashlib
 
@@ -209,7 +209,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
         sweep = load_sweep_spec(base / fig.sweep)
         return {"scenario_sha256": canonical_sha256({"base": sweep.base, "factors": sweep.spec.factors,
                                                      "replications": sweep.spec.replications, "seed": sweep.spec.seed}),
-                "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+                "calibration_sha256": canonical_sha256(ServerParams().record_dump())}  # fmt: skip
     from simapf.server import ServerParams
 
     if isinstance(fig, CalibrationFigure):
@@ -221,7 +221,7 @@ def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     from simapf.calibrate.published import TABLE, load_table
 
     return {"scenario_sha256": canonical_sha256(load_table(TABLE)),
-            "calibration_sha256": canonical_sha256(ServerParams().model_dump(mode="json"))}  # fmt: skip
+            "calibration_sha256": canonical_sha256(ServerParams().record_dump())}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ drawing
@@ -628,6 +628,17 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
+def _provenance_record(side: Path) -> dict[str, Any]:
+    """A figure's provenance file as `make` writes it: one line naming it otherwise."""
+    try:
+        record = json.loads(read_text(side))
+    except ValueError as err:
+        raise ConfigError(f"{side}: not a provenance record simapf wrote ({err})") from None
+    if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("spec", "figure")):
+        raise ConfigError(f"{side}: not a provenance record simapf wrote (it names no spec and figure)")
+    return record
+
+
 def check(out_dir: str | Path) -> list[tuple[str, str]]:
     """Each figure of `out_dir` with its verdict: `current`, or why it is stale (its spec, its
     figure, its scenario, its calibration or the measured data it overlays changed)."""
@@ -638,8 +649,8 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
         raise ConfigError(f"{out}: no figures with provenance here")
     for side in sides:
         name = side.name.removesuffix(".provenance.json")
-        record = json.loads(read_text(side))
-        spec_path = (out / record.get("spec", "")).resolve()
+        record = _provenance_record(side)
+        spec_path = (out / record["spec"]).resolve()
         if not spec_path.is_file():
             verdicts.append((name, f"stale: its spec {spec_path} is gone"))
             continue

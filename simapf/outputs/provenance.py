@@ -63,7 +63,7 @@ def build_record(seeds: Iterable[int], replications: int = 1) -> dict[str, Any]:
 def provenance(scenario: dict[str, Any], params: Any, seeds: Iterable[int], replications: int = 1) -> dict[str, Any]:
     """The provenance record of results made from `scenario` (resolved, as a dict) with the
     resource-model parameters `params` (a ServerParams or its dict) and `seeds`."""
-    dumped = params.model_dump(mode="json") if hasattr(params, "model_dump") else params
+    dumped = params.record_dump() if hasattr(params, "record_dump") else params
     return {**build_record(seeds, replications), "scenario_sha256": canonical_sha256(scenario),
             "calibration_sha256": canonical_sha256(dumped)}  # fmt: skip
 

@@ -12,7 +12,8 @@ What each number becomes:
 - clients, one per request class the apiserver served, at its average rate since the process
   started (`apiserver_request_total` / uptime, uptime from `process_start_time_seconds` and
   when the metrics were scraped): GETs and LISTs as open-loop clients, writes as one writer per
-  resource with their verb mix, watches (`apiserver_longrunning_requests`) as informers. A
+  resource with their verb mix, watches (`apiserver_longrunning_requests`) as informers that
+  have listed when the run starts (their watches open, as in the cluster). A
   namespaced resource's requests on one object (scope `resource`) or on a namespace's
   collection (scope `namespace`) go to its namespaces, as in the cluster, so the cluster's
   FlowSchemas classify them as they would there (a rule without clusterScope matches only
@@ -539,9 +540,12 @@ def _scenario(samples: Samples, kinds: dict[tuple[str, str], tuple[str, bool]], 
         if labels.get("verb") != "WATCH" or value < 1 or (group, plural) not in resources:
             continue
         key = f"{plural}.{group}" if group else plural
+        # The watches were open when the metrics were read: the informers had listed, and the
+        # run starts from there rather than with every one of them listing at once.
         clients.append({"name": f"watch-{key}", "kind": "informer", "count": int(value),
-                        "identity": {"service_account": f"imported/watch-{plural}"}, "resource": key})  # fmt: skip
-        notes.append(f"watch-{key}: {int(value)} open watches (apiserver_longrunning_requests)")
+                        "identity": {"service_account": f"imported/watch-{plural}"}, "resource": key,
+                        "synced_at_run_start": True})  # fmt: skip
+        notes.append(f"watch-{key}: {int(value)} open watches, synced when the run starts (apiserver_longrunning_requests)")
 
     scenario = {
         "name": name,

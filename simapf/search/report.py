@@ -46,6 +46,7 @@ class OptimizeResult:
     wall_s: float
     out: Path | None
     waiting: int = 0  # trials an interruption cut short, asked again and waiting for a larger --trials
+    no_best: str = ""  # with no best: why not
 
     @classmethod
     def build(cls, loaded: LoadedOptimization, study, compared: dict[str, Evaluation], runs_ran: int,
@@ -92,19 +93,26 @@ class OptimizeResult:
                 "settings": e.settings,
             })  # fmt: skip
         compare = pd.DataFrame(compare_rows)
-        best = None
+        best, no_best = None, "no trial kept every constraint in every run: widen the ranges or run more trials"
         feasible = [r for _, r in trials.iterrows() if r["feasible"]] if len(trials) else []
         if feasible:
             r = min(feasible, key=lambda r: (_rank(loaded, r), r["trial"]))  # a full tie: the earliest trial
-            best = {"trial": int(r["trial"]), "objective": float(r["objective"]),
-                    "peak_rss_bytes": float(r["peak_rss_bytes"]), "settings": settings[int(r["trial"])]}  # fmt: skip
+            if math.isfinite(r["objective"]):
+                best = {"trial": int(r["trial"]), "objective": float(r["objective"]),
+                        "peak_rss_bytes": float(r["peak_rss_bytes"]), "settings": settings[int(r["trial"])]}  # fmt: skip
+            else:
+                # The best of the feasible trials has no finite objective, so none has: they tie,
+                # and memory alone would decide a "best" the objective cannot tell from the rest.
+                value = "missing" if math.isnan(r["objective"]) else _fmt(metric, r["objective"])
+                no_best = (f"no best: {metric} is {value} in every feasible trial, so none is better than "
+                           f"another; choose an objective these runs give a value")  # fmt: skip
         agg = s.objective.aggregate
         agg_words = f"{agg}-quantile" if isinstance(agg, float) else {"worst": "worst case"}.get(agg, agg)
         constraints = [_constraint_words(c) for c in s.constraints]
         bounds = [c.max for c in s.constraints if c.metric == "peak_rss_bytes" and c.max is not None]
         return cls(loaded.name, loaded.source, metric, s.objective.direction == "minimize", agg_words, constraints,
                    min(bounds) if bounds else None, trials, compare, best, len(s.seeds) * len(loaded.cases), runs_ran,
-                   backend, wall_s, out, waiting)  # fmt: skip
+                   backend, wall_s, out, waiting, "" if best is not None else no_best)  # fmt: skip
 
     @property
     def objective(self) -> str:
@@ -201,7 +209,7 @@ def format_result(r: OptimizeResult) -> str:
         "",
     ]  # fmt: skip
     if r.best is None:
-        lines.append("  no trial kept every constraint in every run: widen the ranges or run more trials")
+        lines.append(f"  {r.no_best}")
     else:
         b = r.best
         lines.append(f"  best: trial {b['trial']}: {metric} {_fmt(metric, b['objective'])}, worst peak RSS "
@@ -227,7 +235,8 @@ def format_result(r: OptimizeResult) -> str:
             lines.append(f"    trial {int(p['trial']):>4}: {_fmt('peak_rss_bytes', p['peak_rss_bytes']):>10}  "
                          f"{_fmt(metric, p['objective']):>10}{mark}")  # fmt: skip
     if r.out is not None:
-        lines += ["", f"  wrote {r.out}: best.yaml, trials.csv, compare.csv, optimize.txt, pareto.png/.svg; runs/ holds every run"]
+        best = "best.yaml, " if r.best is not None else ""
+        lines += ["", f"  wrote {r.out}: {best}trials.csv, compare.csv, optimize.txt, pareto.png/.svg; runs/ holds every run"]
     return "\n".join(lines) + "\n"
 
 
@@ -243,6 +252,8 @@ def write_report(r: OptimizeResult, out: Path) -> None:
         }  # fmt: skip
         text = f"# simapf optimize {r.source}: the best settings found (every constraint kept in every run)\n"
         write_text_atomic(out / "best.yaml", text + yaml.safe_dump(doc, sort_keys=False))
+    else:
+        (out / "best.yaml").unlink(missing_ok=True)  # an earlier call's, which these trials no longer support
     write_text_atomic(out / "trials.csv", r.trials.to_csv(index=False))
     compare = r.compare.copy()
     if len(compare):

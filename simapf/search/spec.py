@@ -243,6 +243,16 @@ class LoadedOptimization:
         """The scenario of one run: the case with `settings` and the run seed."""
         return load_scenario(case.data, {**settings, "run.seed": seed}, base_dir=case.base_dir)
 
+    def ends(self) -> list[dict[str, Any]]:
+        """The settings of a trial at every parameter's low end (or first choice), then at every
+        one's high end (or last): what a trial's runs are like, a case being whole only with
+        its parameters set (a policy's required one, say)."""
+        return [{k: p.ends()[i] for k, p in self.spec.parameters.items()} for i in (0, -1)]
+
+    def trial_scenarios(self) -> list[LoadedScenario]:
+        """Each case as a trial at the parameters' ends runs it, on the first seed."""
+        return [self.load(c, settings, self.spec.seeds[0]) for c in self.cases for settings in self.ends()]
+
     def definition_key(self) -> str:
         """What must match for a result directory to be resumed."""
         from simapf.sweeps.plan import digest

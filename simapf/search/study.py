@@ -302,10 +302,9 @@ def estimate_line(ev: Evaluator, n_trials: int, done: int, workers: int, budget:
         stages.append(Stage(runs, workers))
     trials = max(n_trials - done, 0)
     if trials:
-        ends = [{k: p.ends()[i] for k, p in s.parameters.items()} for i in (0, -1)]
         half = trials * len(s.seeds) / 2
-        runs = [Runs(loaded.load(c, settings, s.seeds[0]), count)
-                for c in loaded.cases for settings, count in zip(ends, (math.floor(half), math.ceil(half)))]  # fmt: skip
+        runs = [Runs(scenario, count) for scenario, count in
+                zip(loaded.trial_scenarios(), [math.floor(half), math.ceil(half)] * len(loaded.cases))]  # fmt: skip
         per_round = max(1, min(workers, s.batch * len(loaded.cases)))
         stages.append(Stage(runs, per_round))
     found = estimate(stages, ev.timings)
@@ -447,6 +446,25 @@ def result_directory(out: Path | None, loaded: LoadedOptimization, force: bool) 
         store.write_manifest_file(out / MANIFEST, {
             "simapf_version": __version__, "name": loaded.name, "source": loaded.source, "key": key,
         })  # fmt: skip
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        yield out / RUNS, _journal(out)
 
-        yield out / RUNS, JournalStorage(JournalFileBackend(str(out / JOURNAL)))
+
+def _journal(out: Path) -> Any:
+    """The study's journal in `out`, which `store.locked` keeps to this process: the journal's
+    lock between processes is that flock, which dies with its process. Optuna's own locks are
+    files, and one a killed search leaves behind (a symlink, dangling where --out was relative)
+    makes every resumption wait for it forever: such a file, left by an older simapf, goes."""
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    from optuna.storages.journal._file import LOCK_FILE_SUFFIX, BaseJournalFileLock  # optuna is pinned
+
+    class HeldByTheDirectory(BaseJournalFileLock):
+        def acquire(self) -> bool:
+            return True
+
+        def release(self) -> None:
+            pass
+
+    left = out / (JOURNAL + LOCK_FILE_SUFFIX)
+    if left.is_symlink() or left.is_file():
+        left.unlink()
+    return JournalStorage(JournalFileBackend(str(out / JOURNAL), lock_obj=HeldByTheDirectory()))

@@ -931,9 +931,18 @@ class ServerParams(_Params):
         return gates.resolved()
 
     @field_serializer("features")
-    def _serving_gates(self, gates: FeatureGates) -> dict[str, Any]:
-        # A calibration record (and the parameters' hash) holds the gates the resource model reads.
-        return {gate_parameter(name): getattr(gates, name) for name in SERVING_GATES}
+    def _gates_as_parameters(self, gates: FeatureGates) -> dict[str, Any]:
+        # Every gate, so that a dump validates back to these parameters; spelled as a parameter set
+        # writes them.
+        return {gate_parameter(name): getattr(gates, name) for name in FeatureGates.model_fields}
+
+    def record_dump(self) -> dict[str, Any]:
+        """These parameters (as JSON data) as a calibration record writes them and their hash
+        reads them: of the gates, those the resource model reads; APF's and client-go's are a
+        scenario's, which has its own hash."""
+        data = self.model_dump(mode="json")
+        data["features"] = {gate_parameter(name): data["features"][gate_parameter(name)] for name in SERVING_GATES}
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, source_name: str | None = None) -> "ServerParams":

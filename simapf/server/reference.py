@@ -38,8 +38,8 @@ def refresh_defaults(doc: str, params: ServerParams) -> str:
     """`doc` with every field's Default cell showing its value in `params`.
 
     Raises ValueError naming a section or field the document has no row for. The rows are the
-    parameters as a parameter set writes them (`features` holds the gates the model reads)."""
-    dumped = params.model_dump()
+    parameters as a calibration record writes them (`features` holds the gates the model reads)."""
+    dumped = {**params.model_dump(), "features": params.record_dump()["features"]}
     for section in ServerParams.model_fields:
         heading = re.search(rf"^### `{section}`.*$", doc, re.M)
         if heading is None:

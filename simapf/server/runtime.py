@@ -120,6 +120,7 @@ class APIServerSnapshot(NamedTuple):
     completed: dict[str, int]  # requests ended, by outcome
     pending: int  # requests queued or executing
     dispatched_by_flow: dict[tuple[str, str], int]  # (priority level, flow schema)
+    ended_by_level: dict[str, int]  # requests ended after APF dispatched or rejected them, by priority level
     rejected_by_flow: dict[tuple[str, str, str], int]  # (priority level, flow schema, reason)
 
 
@@ -188,6 +189,7 @@ class SimulatedAPIServer:
         # Counters that run across restarts and reconfigurations, for metrics.
         # APF's counters, keyed as upstream labels them: (priority level, flow schema[, reason]).
         self.dispatched_by_flow: dict[tuple[str, str], int] = {}
+        self.ended_by_level: dict[str, int] = {}
         self.rejected_by_flow: dict[tuple[str, str, str], int] = {}
         self.dropped = DroppedRequestsTracker()
         self.model.process.on_death.append(self._died)
@@ -325,6 +327,7 @@ class SimulatedAPIServer:
             completed=dict(self.completed),
             pending=len(self._pending),
             dispatched_by_flow=dict(self.dispatched_by_flow),
+            ended_by_level=dict(self.ended_by_level),
             rejected_by_flow=dict(self.rejected_by_flow),
         )
 
@@ -388,6 +391,9 @@ class SimulatedAPIServer:
         if self._pending.pop(id(rec), None) is not None and rec.incarnation == self.incarnation:
             self.model.release_request()
         self.completed[outcome] += 1
+        level = rec.priority_level  # set when APF dispatched or rejected it
+        if level:
+            self.ended_by_level[level] = self.ended_by_level.get(level, 0) + 1
         if rec.on_done is not None:
             rec.on_done(rec)
 

@@ -126,10 +126,13 @@ def _client_latency_table(sim: Finished) -> pd.DataFrame:
 
 
 def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
-    """Per priority level, over every replica."""
+    """Per priority level, over every replica: its requests that ended (as the summary's
+    `requests` counts them; those still executing at the end are dispatched, not yet ended), how
+    many APF dispatched and how many it rejected."""
     names = [g.name for g in snaps[0].levels]
     dispatched_by_level = _summed(by_level(s.dispatched_by_flow) for s in snaps)
     rejected_by_level = _summed(by_level_and_reason(s.rejected_by_flow) for s in snaps)
+    ended_by_level = _summed(s.ended_by_level for s in snaps)
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -139,7 +142,7 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
         dispatched = dispatched_by_level.get(name, 0)
         by_reason = {r: rejected_by_level.get((name, r), 0) for r in reasons}
         rejected = sum(by_reason.values())
-        total = dispatched + rejected
+        total = ended_by_level.get(name, 0)
         rows.append({
             "priority_level": name, "requests": total, "dispatched": dispatched, "rejected": rejected,
             "rejection_rate": rejected / total if total else 0.0,
@@ -230,7 +233,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
 
     completed = _summed(s.completed for s in snaps)
     n_replicas = len(snaps)
-    return {
+    figures = _whole_bytes({
         "simapf_version": __version__,
         "scenario_name": sc.name,
         "seed": sc.run.seed,
@@ -293,7 +296,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         "requests": {"total": sum(completed.values()), "by_outcome": completed,
                      "rejected_share": completed.get("rejected", 0) / max(1, sum(completed.values()))},
         # What the LISTs served (WatchList's initial events too), by serving path.
-        "lists": {"by_path": {path: {"requests": int(n), "bytes": float(b)}
+        "lists": {"by_path": {path: {"requests": int(n), "bytes": b}
                               for path, (n, b) in sorted(rec.lists_by_path.items())}},
         "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
         "latency": latency.to_dict("records"),
@@ -301,10 +304,26 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         "events": events,
         "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
         "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
-        # What made these numbers: the build, the resolved scenario, the calibration, the seed.
-        "provenance": provenance(scenario, params, [sc.run.seed]),
-        "scenario": scenario,
-    }
+    })
+    # What made these numbers: the build, the resolved scenario, the calibration, the seed.
+    return {**figures, "provenance": provenance(scenario, params, [sc.run.seed]), "scenario": scenario}
+
+
+def is_bytes_key(key: str) -> bool:
+    """Whether a summary's `key` holds an amount of bytes."""
+    return key == "bytes" or key.endswith("_bytes") or key.endswith("_bytes_until_next_event")
+
+
+def _whole_bytes(value: Any) -> Any:
+    """`value` with every amount of bytes in it (a key `bytes`, `*_bytes` or
+    `*_bytes_until_next_event`) a whole number, as a process's memory is: the model's sums are
+    floats."""
+    if isinstance(value, dict):
+        return {k: round(v) if is_bytes_key(k) and isinstance(v, float) and math.isfinite(v) else _whole_bytes(v)
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_whole_bytes(v) for v in value]
+    return value
 
 
 # etcd is the bottleneck of a run when, over its steady state, etcd's cores were busy at least

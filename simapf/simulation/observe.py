@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from simapf.apf.types import NS_PER_S
+from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.simulation.histograms import Histograms
-from simapf.server.paths import ServingPath
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
 from simapf.workload.cluster import GONE
 
@@ -80,6 +79,9 @@ class Recorder:
         self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
         # Successful LISTs (and WatchList's initial events) by serving path: [requests, bytes].
         self.lists_by_path: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        # A watch is a LIST's stand-in only when it is a WatchList: one asking for its initial
+        # events (sendInitialEvents=true) of an apiserver that serves them.
+        self._serves_watch_list = cluster.params.features.WatchList
         self.records: list[tuple] = []
         self.histograms = Histograms()
         self.health: list[tuple[float, bool]] = []  # (time, healthy) per scrape
@@ -190,6 +192,9 @@ class Recorder:
 
     # ------------------------------------------------------------------ per request
 
+    def _is_watch_list(self, attrs: RequestAttributes) -> bool:
+        return attrs.verb == "watch" and attrs.list_options.send_initial_events is True and self._serves_watch_list
+
     def completed(self, rec: ServerRequest) -> None:
         """Called for every request the apiserver answered (or lost)."""
         outcome = rec.outcome
@@ -200,7 +205,7 @@ class Recorder:
         if outcome == OK:
             self.latencies[(rec.priority_level, verb)].append((rec.done_ns - rec.received_ns) / NS_PER_S)
             cost = rec.cost
-            if cost is not None and (verb == "list" or cost.path is ServingPath.WATCHLIST_STREAM):
+            if cost is not None and (verb == "list" or self._is_watch_list(rec.attrs)):
                 served = self.lists_by_path[cost.path.value]
                 served[0] += 1
                 served[1] += cost.shape.response_bytes
@@ -265,10 +270,13 @@ class Recorder:
         add = self._add
         facts = server.snapshot()
         snap = facts.resources
+        # A process's memory is read in whole bytes, as the kernel and the Go runtime count it
+        # (the model's sums are floats).
+        rss, heap = round(snap.rss_bytes), round(snap.heap_inuse_bytes)
         add(t, "up", 1.0 if snap.up else 0.0, replica=replica)
-        add(t, "process_resident_memory_bytes", snap.rss_bytes, replica=replica)
-        add(t, "go_memstats_heap_inuse_bytes", snap.heap_inuse_bytes, replica=replica)
-        add(t, "go_memstats_next_gc_bytes", snap.heap_goal_bytes, replica=replica)
+        add(t, "process_resident_memory_bytes", rss, replica=replica)
+        add(t, "go_memstats_heap_inuse_bytes", heap, replica=replica)
+        add(t, "go_memstats_next_gc_bytes", round(snap.heap_goal_bytes), replica=replica)
         add(t, "go_gc_duration_seconds_count", snap.gc_cycles, replica=replica)
         add(t, "process_cpu_seconds_total", snap.cpu_seconds_total, replica=replica)
         # The GC's CPU by class, as the runtime's metrics export it (P-seconds; the total holds
@@ -278,20 +286,19 @@ class Recorder:
             replica=replica)  # fmt: skip
         add(t, "go_cpu_classes_gc_mark_assist_cpu_seconds_total", snap.gc_mark_assist_seconds_total, replica=replica)
         add(t, "go_cpu_classes_gc_mark_idle_cpu_seconds_total", snap.gc_mark_idle_seconds_total, replica=replica)
-        add(t, "simapf_live_bytes", snap.live_bytes, replica=replica)
-        add(t, "simapf_inflight_live_bytes", snap.inflight_live_bytes, replica=replica)
+        add(t, "simapf_live_bytes", round(snap.live_bytes), replica=replica)
+        add(t, "simapf_inflight_live_bytes", round(snap.inflight_live_bytes), replica=replica)
         add(t, "simapf_oom_kills_total", snap.oom_kills, replica=replica)
         self.readings[i].append(ProcessReading(
-            t, snap.rss_bytes, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
+            t, rss, snap.cpu_seconds_total, snap.gc_cpu_seconds_total, snap.gc_mark_dedicated_seconds_total,
             snap.gc_mark_assist_seconds_total, snap.gc_mark_idle_seconds_total, snap.gc_cycles))  # fmt: skip
         if facts.openapi_v2_eager:
             add(t, "aggregator_openapi_v2_regeneration_count", facts.openapi_v2_rebuilds, replica=replica)
-        self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], snap.rss_bytes)
-        self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], snap.heap_inuse_bytes)
+        self.scraped_peak_rss_by_replica[i] = max(self.scraped_peak_rss_by_replica[i], rss)
+        self.scraped_peak_heap_by_replica[i] = max(self.scraped_peak_heap_by_replica[i], heap)
         if self.steady_from_ns is not None and snap.t_ns >= self.steady_from_ns:
-            self.scraped_peak_rss_steady_by_replica[i] = max(self.scraped_peak_rss_steady_by_replica[i], snap.rss_bytes)
-            self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i],
-                                                              snap.heap_inuse_bytes)  # fmt: skip
+            self.scraped_peak_rss_steady_by_replica[i] = max(self.scraped_peak_rss_steady_by_replica[i], rss)
+            self.scraped_peak_heap_steady_by_replica[i] = max(self.scraped_peak_heap_steady_by_replica[i], heap)
         if snap.up:
             for g in facts.levels:
                 name = g.name
@@ -414,8 +421,8 @@ class Dashboard:
         for server in cluster.servers:
             facts = server.snapshot()
             snap = facts.resources
-            rss = max(rss, snap.rss_bytes)
-            heap = max(heap, snap.heap_inuse_bytes)
+            rss = max(rss, round(snap.rss_bytes))  # in whole bytes, as a full run's scrape reads it
+            heap = max(heap, round(snap.heap_inuse_bytes))
             cpu += snap.cpu_seconds_total
             client += snap.client_cpu_seconds_total
             ok += facts.completed[OK]

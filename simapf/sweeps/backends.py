@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -49,11 +49,28 @@ def choose(kind: str | None, workers: int | None, address: str | None, default_k
     if address:
         if kind not in (None, "dask"):
             raise ConfigError(f"--dask {address}: a scheduler address needs the dask backend, not {kind}")
-        return Backend("dask", workers or default_workers, address)
+        return Backend("dask", workers or default_workers, _checked_address(address, "--dask"))
     kind = kind or default_kind
     if kind not in ("joblib", "dask", "serial"):
         raise ConfigError(f"--backend: {kind!r} is not one of joblib, dask, serial")
-    return Backend(kind, workers or default_workers, default_address if kind == "dask" else None)
+    if kind == "dask" and default_address:
+        return Backend(kind, workers or default_workers, _checked_address(default_address, "backend.address"))
+    return Backend(kind, workers or default_workers, None)
+
+
+def _checked_address(address: str, where: str) -> str:
+    """`address` if it is one a Dask client can connect to (its scheme, host and port), checked
+    before any work: runs the result cache holds would otherwise never show it is not."""
+    try:
+        from distributed.comm.addressing import get_address_host_port, normalize_address
+    except ImportError:
+        raise SimapfError(f"{where} {address}: the dask backend needs Dask: pip install 'simapf[dask]' (here, and "
+                          "on every Dask worker)") from None  # fmt: skip
+    try:
+        get_address_host_port(normalize_address(address))
+    except ValueError as err:
+        raise ConfigError(f"{where} {address}: not a Dask scheduler's address ({err}); give one as tcp://HOST:PORT") from None
+    return address
 
 
 def cpu_count() -> int:
@@ -122,6 +139,8 @@ def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dic
 
 
 def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]]:
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed  # importable once dask_client has started
 
     # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
@@ -132,7 +151,13 @@ def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]
     index = {future.key: i for i, future in enumerate(futures)}
     try:
         for future in as_completed(futures):
-            row = future.result()
+            try:
+                row = future.result()
+            except (CancelledError, OSError) as exc:  # the scheduler went away (killed, its host down)
+                if future.status != "cancelled" and client.status == "running":
+                    raise
+                raise SimapfError(f"lost the Dask scheduler{_at(client)} ({' '.join(str(exc).split())[:200]}); "
+                                  "the runs that finished are kept") from None  # fmt: skip
             if row.get("simapf_version") != __version__:
                 raise SimapfError(
                     f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
@@ -143,6 +168,11 @@ def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]
             yield i, row
     finally:
         client.cancel([f for f in futures if not f.done()])
+
+
+def _at(client: Any) -> str:
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    return f" at {address}" if address else ""
 
 
 @contextmanager
@@ -158,38 +188,97 @@ def dask_client(backend: Backend) -> Iterator[Any]:
             "the dask backend needs Dask: pip install 'simapf[dask]' (here, and on every Dask worker)"
         ) from None
 
-    # Dask logs its cluster's comings and goings at INFO; the command line shows only warnings.
-    with _at_least(logging.getLogger("distributed"), logging.WARNING):
-        cluster = None
+    # Dask logs its cluster's comings and goings, and its own view of a lost scheduler or a worker
+    # killed on Ctrl-C, with tracebacks: simapf says what matters of them itself, in one line.
+    with _quiet("distributed", "tornado"), ExitStack() as stack:
         if backend.address:
             try:
                 client = Client(backend.address, timeout=CONNECT_TIMEOUT)
             except (OSError, TimeoutError) as exc:
                 raise SimapfError(f"cannot reach the Dask scheduler at {backend.address}: {exc}") from None
         else:
-            # silence_logs: a run that fails on a worker comes back here as its error, said in
-            # one line; the worker's own log of it ("Compute Failed" and its traceback) would
-            # say it again on this terminal.
-            cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
-                                   processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)  # fmt: skip
-            client = Client(cluster)
-        try:
-            _check_workers(client)
-            yield client
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            stack.enter_context(_ctrl_c_left_to_this_process())
+            with _ctrl_c_deferred():  # a cluster half started would be closed only at exit, noisily
+                # silence_logs: a run that fails on a worker comes back here as its error, said in
+                # one line; the worker's own log of it ("Compute Failed" and its traceback) would
+                # say it again on this terminal.
+                cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
+                                       processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)  # fmt: skip
+                stack.callback(cluster.close)
+                # Its scheduler, here, hooks a diagnosis into this process's garbage collector
+                # (for logs at INFO), and a Ctrl-C that lands in a gc callback is swallowed.
+                from distributed.gc import disable_gc_diagnosis
+
+                disable_gc_diagnosis(force=True)
+                client = Client(cluster)
+        stack.callback(client.close)
+        _check_workers(client)
+        yield client
 
 
 @contextmanager
-def _at_least(logger: logging.Logger, level: int) -> Iterator[None]:
-    before = logger.level
-    logger.setLevel(max(before, level))
+def _ctrl_c_deferred() -> Iterator[None]:
+    """A Ctrl-C within the block takes effect when it ends, once what it made can be closed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
     try:
         yield
     finally:
-        logger.setLevel(before)
+        signal.signal(signal.SIGINT, before)
+    if pressed:
+        signal.raise_signal(signal.SIGINT)
+
+
+@contextmanager
+def _ctrl_c_left_to_this_process() -> Iterator[None]:
+    """Worker processes started within the block never take Ctrl-C. A terminal sends it to
+    every process of its group, and a Dask worker that took it, starting or running, would end
+    with a traceback of its own; this process takes it, stops the work and closes the workers.
+    A process starts with its parent thread's signal mask, so each is started with SIGINT
+    blocked in the thread that starts it (only for that moment: this process still takes it)."""
+    import multiprocessing.util
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    spawn = multiprocessing.util.spawnv_passfds
+
+    def spawn_without_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return spawn(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+    multiprocessing.util.spawnv_passfds = spawn_without_ctrl_c
+    try:
+        yield
+    finally:
+        multiprocessing.util.spawnv_passfds = spawn
+
+
+@contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """The loggers `names` and those under them (Dask's configuration gives some a level of
+    their own) log nothing within the block."""
+    chosen = [logging.getLogger(n) for n in sorted(logging.root.manager.loggerDict)
+              if any(n == name or n.startswith(name + ".") for name in names)]  # fmt: skip
+    chosen += [logging.getLogger(name) for name in names]
+    before = [(logger, logger.level) for logger in chosen]
+    for logger in chosen:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in before:
+            logger.setLevel(level)
 
 
 def _check_workers(client) -> None:

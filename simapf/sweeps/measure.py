@@ -121,7 +121,7 @@ def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterato
     keys = [row_key(t) if store is not None else None for t in tasks]
     todo = []
     for i, (task, k) in enumerate(zip(tasks, keys)):
-        got = store.get("row", k) if store is not None and k is not None else cache.MISS
+        got = cache.MISS if store is None or k is None else store.get("row", k, lambda row: is_row_of(task, row))
         if got is cache.MISS:
             todo.append(i)
         else:
@@ -134,6 +134,22 @@ def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterato
         if store is not None and keys[i] is not None:
             store.put("row", keys[i], {k: v for k, v in row.items() if k not in tasks[i].key})
         yield row
+
+
+def is_row_of(task: RunTask, row: Any) -> bool:
+    """Whether `row` (read from the result cache) is a row `execute` could have made for `task`
+    (less its key): scalars by name, the run info and every scalar metric it asks for."""
+    if not isinstance(row, dict) or not all(isinstance(k, str) for k in row):
+        return False
+    if not all(v is None or isinstance(v, (bool, int, float, str)) for v in row.values()):
+        return False
+    wall = row.get("wall_s")
+    if not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall < 0:
+        return False
+    if row.get("simapf_version") != __version__:
+        return False
+    asked = SCALAR_METRICS if task.metrics is None else [m for m in task.metrics if m in SCALAR_METRICS]
+    return all(m in row for m in asked) and not set(row) & set(task.key)
 
 
 def row_key(task: RunTask) -> str | None:

@@ -336,9 +336,20 @@ class Cluster:
         it, holding memory there, until it is closed or broken. If that process has died since
         the answer, the watch is broken at once. `initial_events`: it has just sent every object
         it selects (a WatchList), so its encode buffers are as large as the largest of them."""
-        server = self.servers[rec.replica]
+        return self._open_watch(attrs, share, on_broken, rec.replica, rec.incarnation, encoding, initial_events)
+
+    def standing_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None],
+                       conn: Connection, encoding: str) -> OpenWatch:  # fmt: skip
+        """A watch opened before the run started (an informer of a cluster in its steady state):
+        open, with no request, on the replica its client's connection `conn` reaches."""
+        server = self.balancer.server_for(conn)
+        return self._open_watch(attrs, share, on_broken, server.replica, server.incarnation, encoding, False)
+
+    def _open_watch(self, attrs: RequestAttributes, share: float, on_broken: Callable[[str], None], replica: int,
+                    incarnation: int, encoding: str, initial_events: bool) -> OpenWatch:  # fmt: skip
+        server = self.servers[replica]
         copies = watch_buffer_copies(ENCODINGS[encoding])
-        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, rec.replica, rec.incarnation, copies)
+        w = OpenWatch(self._key(attrs), attrs.namespace, share, on_broken, replica, incarnation, copies)
         trigger = watch_trigger(w.resource, attrs.list_options.field_selector, self._scope_partitioned)
         if trigger is not None:
             w.by_node, w.trigger = trigger
@@ -346,14 +357,14 @@ class Cluster:
         if initial_events and share > 0.0:
             held += copies * self.inventory.get(w.resource).largest_size(attrs.namespace)
         # Its memory first: holding it may kill the process, and then the watch never opened.
-        if not self.network_up or rec.incarnation != server.incarnation or not server.hold(held):
+        if not self.network_up or incarnation != server.incarnation or not server.hold(held):
             # Broken after the caller has the watch in hand, never from inside this call.
             w.open = False
             self.clock.at(self.clock.now, on_broken, "server-died" if self.network_up else "network", ARRIVAL)
             return w
         w.held = held
         w.token = server.watch_tracker.register(attrs)
-        self._watches[rec.replica].setdefault(w.resource, {})[w] = None
+        self._watches[replica].setdefault(w.resource, {})[w] = None
         return w
 
     def close_watch(self, w: OpenWatch) -> None:

@@ -37,7 +37,24 @@ class InformerInstance(Instance):
         self.rv: Position = (0, 0, 0)  # the resourceVersion it holds: when it was current, and where
         self.has_listed = False
         self.watch = None
-        self._list_and_watch()
+        if spec.synced_at_run_start and self.ctx.clock.now == 0:
+            self._already_watching()
+        else:
+            self._list_and_watch()
+
+    def _already_watching(self) -> None:
+        """Listed before the run: its watch is open at the start, opened at a random moment of
+        its time-out (so the informers' re-watches are spread as a steady state spreads them)."""
+        spec = self.spec
+        attrs = self.attrs("watch", spec.resource, self.namespace,
+                           self._opts(resource_version="rv", send_initial_events=None))  # fmt: skip
+        self.watch = watch = self.ctx.cluster.standing_watch(attrs, self.share, self._broken, self.requester.conn,
+                                                             spec.encoding)  # fmt: skip
+        self.has_listed = True
+        self.rv = (self.ctx.clock.now, watch.replica, watch.incarnation)
+        self.synced = True
+        if watch.open:
+            self._watching(watch, elapsed=self.timeouts.random())
 
     def stop(self) -> None:
         super().stop()
@@ -167,9 +184,10 @@ class InformerInstance(Instance):
         self.watch = watch = self.ctx.cluster.open_watch(attrs, self.share, self._broken, rec, self.spec.encoding)
         self._watching(watch)
 
-    def _watching(self, watch: OpenWatch) -> None:
+    def _watching(self, watch: OpenWatch, elapsed: float = 0.0) -> None:
+        """`watch` is open, since a share `elapsed` of its time-out."""
         self.watching = True
-        timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()))
+        timeout_ns = int(self.spec.watch_timeout_s * NS_PER_S * (1 + self.timeouts.random()) * (1 - elapsed))
         self.ctx.clock.at(self.ctx.clock.now + timeout_ns, lambda _: self._timed_out(watch), None, ARRIVAL)
 
     def _timed_out(self, watch: OpenWatch) -> None:

@@ -4,6 +4,7 @@ interrupted search, a report whose counts add up and a `best.yaml` that loads.""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 
@@ -13,7 +14,7 @@ import yaml
 
 import simapf
 from simapf.search import load_optimize_spec, optimize
-from simapf.search.report import OptimizeResult, format_result
+from simapf.search.report import OptimizeResult, format_result, write_report
 
 from test_optimize import SPEC, TINY, spec
 
@@ -50,6 +51,23 @@ def test_a_tie_of_the_objective_goes_to_the_trial_with_less_memory():
     assert front == {1, 2, 3}  # trial 0 is dominated
     text = format_result(result)
     assert "best: trial 2:" in text and "trial    2:   1.60 GiB      3.10 s  (the best)" in text
+
+
+def test_no_best_when_every_feasible_trial_ties_at_infinity(tmp_path):
+    # Memory alone would pick trial 1; the objective tells none of them from another.
+    result = _built([(math.inf, 1.9 * GiB, 0), (math.inf, 1.0 * GiB, 0), (math.inf, 1.6 * GiB, 0)])
+    assert result.best is None
+    text = format_result(result)
+    assert "best: trial" not in text and "(the best)" not in text
+    assert "no best: p99_s/workload-low/list is ∞ in every feasible trial" in text
+    (tmp_path / "best.yaml").write_text("an earlier call's best\n")
+    write_report(result, tmp_path)
+    assert not (tmp_path / "best.yaml").exists()
+
+
+def test_a_finite_objective_beats_the_trials_without_one():
+    result = _built([(math.inf, 1.0 * GiB, 0), (4.0, 1.9 * GiB, 0), (math.inf, 1.6 * GiB, 0)])
+    assert result.best["trial"] == 1 and result.no_best == ""
 
 
 def test_the_best_is_always_on_the_pareto_front():

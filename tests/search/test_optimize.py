@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -196,3 +197,68 @@ def test_a_constraint_reports_the_run_that_decides_it():
     assert floor.decisive([30.0, 11.0]) == 11.0 and floor.violation([30.0, 11.0]) < 0
     assert ceiling.decisive([0.0, 2.0, 1.0]) == 2.0
     assert math.isnan(ceiling.decisive([0.0, math.nan])) and ceiling.violation([0.0, math.nan]) == math.inf
+
+
+def _timeout(seconds: int):
+    """Fail, rather than hang, what does not end within `seconds`."""
+    import signal
+
+    def overtime(_signum, _frame):
+        raise TimeoutError(f"over {seconds} s")
+
+    signal.signal(signal.SIGALRM, overtime)
+    signal.alarm(seconds)
+    return lambda: signal.alarm(0)
+
+
+def test_a_lock_a_killed_search_left_does_not_stop_its_resumption(searched, tmp_path, monkeypatch):
+    # Optuna's symlink lock, as a search SIGKILLed while it held it leaves it (with a relative
+    # --out it dangles: the lock's wait could never end).
+    import shutil
+
+    _, done = searched
+    shutil.copytree(done, tmp_path / "search")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "search" / "study.journal.lock").symlink_to("search/study.journal")
+    cancel = _timeout(120)
+    try:
+        more = optimize(spec(trials=10), Path("search"))
+    finally:
+        cancel()
+    assert len(more.trials) == 10
+    assert not (tmp_path / "search" / "study.journal.lock").is_symlink()
+
+
+@pytest.mark.slow
+def test_a_search_killed_with_sigkill_resumes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec(trials=30)))
+    args = [sys.executable, "-m", "simapf.cli", "optimize", "tiny.yaml", "--out", "search", "--no-progress", "--no-cache"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = tmp_path / "search" / "study.journal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not journal.exists() or journal.read_bytes().count(b"\n") < 20):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    resumed = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "30 trials" in resumed.stdout
+
+
+def test_no_progress_loads_the_scenarios_as_the_trials_run_them(tmp_path):
+    # The spec's policy needs the searched parameter (constant's seats): the case alone is no scenario.
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec(trials=2)))
+    result = CliRunner().invoke(main, ["optimize", str(tmp_path / "tiny.yaml"), "--out", str(tmp_path / "s"),
+                                       "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "2 trials" in result.stdout and "error" not in result.stderr

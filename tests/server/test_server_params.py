@@ -109,7 +109,7 @@ def test_refreshing_the_tables_rewrites_only_the_default_cells():
     doc = (
         "intro `cores` here stays\n"
         + "\n".join(f"### `{section}`: x\n\n| Field | Default | Meaning |\n|---|---|---|\n"
-                    + "".join(f"| `{f}` | STALE | keeps | this |\n" for f in ServerParams().model_dump()[section])
+                    + "".join(f"| `{f}` | STALE | keeps | this |\n" for f in ServerParams().record_dump()[section])
                     for section in ServerParams.model_fields)
     )  # fmt: skip
     p = ServerParams(cpu={"cores": 8}, gc={"gomemlimit_bytes": None, "gogc": 200})

@@ -192,3 +192,28 @@ def test_namespaced_informer_watches_its_own_namespace(probe_run):
     for user, attempts in probe.by_user().items():
         i = user.rsplit("-", 1)[1]
         assert {a.namespace for a in attempts} == {f"ns-{i}"}
+
+
+def test_informers_synced_at_the_start_watch_without_listing(probe_run):
+    # A cluster in its steady state: every informer has listed and watches; the run starts there.
+    timeout = 10.0
+    sim, result, probe = probe_run(_informer_scenario(count=20, duration_s=15.0, watch_timeout_s=timeout,
+                                                      synced_at_run_start=True))  # fmt: skip
+    stats = sim.groups["informers"].stats
+    assert (stats.lists, stats.relists, stats.watch_breaks) == (0, 0, 0)
+    attempts = [a for user in probe.by_user().values() for a in user]
+    assert attempts and all(a.verb == "watch" and a.opts.send_initial_events is None for a in attempts)
+    # Their watches were open from the start, opened at random moments of their time-outs: the
+    # re-watches are spread over the first 2 x timeout, not due together.
+    first = sorted(min(a.sent_s for a in user) for user in probe.by_user().values())
+    assert first[0] < timeout / 2 and len(set(round(t, 3) for t in first)) == len(first)
+    assert len(first) < 20  # some have not timed out yet
+    assert sim.cluster.open_watches() == 20
+
+
+def test_synced_informers_started_later_list_first(probe_run):
+    sim, result, probe = probe_run(_informer_scenario(count=2, duration_s=20.0, synced_at_run_start=True,
+                                                      start={"at_s": 5.0}))  # fmt: skip
+    assert sim.groups["informers"].stats.lists == 2
+    for attempts in probe.by_user().values():
+        assert [a.verb for a in attempts] == ["list", "watch"]

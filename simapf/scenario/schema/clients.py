@@ -456,6 +456,15 @@ class InformerClient(ClientBase):
     watch_timeout_s: Seconds = Field(
         300.0, gt=0, description="Watches end after a random time in [timeout, 2 x timeout) and are re-established without a relist (client-go's minWatchTimeout: 5 min, so 5-10 min)."
     )
+    synced_at_run_start: bool = Field(
+        False,
+        description=(
+            "The instances running when the run starts listed before it, as in a cluster in its steady state (what "
+            "`simapf import` writes): each starts with its watch open, as if opened at a random moment of its "
+            "time-out, and lists only when it has to (a 410, a failure). false: each lists first, as a new informer "
+            "does; instances started later always do."
+        ),
+    )
 
 
 class MutatorClient(ClientBase):

@@ -62,9 +62,10 @@ def series_frame(readings: Readings) -> pd.DataFrame:
     return frame.sort_values(["time_s", "metric"], kind="stable").reset_index(drop=True)
 
 
-def _scraped(frame: pd.DataFrame, metric: str, since_s: float = -math.inf) -> float | None:
+def _scraped(frame: pd.DataFrame, metric: str, since_s: float = -math.inf) -> int | None:
+    """The highest scrape of a memory gauge (whole bytes, as a run's summary has them)."""
     values = frame.loc[(frame["metric"] == metric) & (frame["time_s"] >= since_s)].groupby("time_s")["value"].sum()
-    return float(values.max()) if len(values) else None
+    return int(values.max()) if len(values) else None
 
 
 def _counter_increase(frame: pd.DataFrame, metric: str, by: str) -> dict[str, float]:
@@ -109,6 +110,10 @@ def _peak_cores(readings: Readings, step_s: float) -> float:
                 t, c = times[inside], cpu[inside]
                 peak = max(peak, (c[-1] - c[0]) / (t[-1] - t[0]))
     return peak
+
+
+def _whole(x: float | None) -> int | None:
+    return None if x is None else int(round(x))
 
 
 def _rss_in(readings: Readings, start_s: float) -> np.ndarray:
@@ -267,7 +272,7 @@ def result(readings: Readings, loaded: LoadedScenario, replication: int = 1) -> 
         "peak_rss_steady_bytes": int(rss_steady.max()) if rss_steady.size else None,
         "scraped_peak_rss_steady_bytes": _scraped(frame, "process_resident_memory_bytes", steady),
         "oom_killed": bool(oom), "rss_at_oom_kill_bytes": oom[0].rss_bytes if oom else None, "oom_demand_bytes": None,
-        "mean_rss_steady_bytes": _time_mean(readings.samples.rss, steady, duration),
+        "mean_rss_steady_bytes": _whole(_time_mean(readings.samples.rss, steady, duration)),
         "peak_heap_steady_bytes": _scraped(frame, "go_memstats_heap_inuse_bytes", steady),
         "scraped_peak_heap_steady_bytes": _scraped(frame, "go_memstats_heap_inuse_bytes", steady),
     }  # fmt: skip

@@ -59,12 +59,15 @@ class Entry:
     at: str
     values: tuple[str, ...]  # one expression per `{}`, or none for a citation the repository cannot check
     cite: str | None
-    sig: int | None
+    sig: int | tuple[int | None, ...] | None  # for all its numbers, or one per `{}`
     holds: str | None  # a conclusion the words draw from the numbers: an expression that must be true
     source: str  # the registry file, for messages
+    checked_by: str | None = None  # a test of its own that checks these numbers against a run
 
     @property
     def kind(self) -> str:
+        if self.checked_by:
+            return "checked by " + self.checked_by
         if self.cite:
             return "cited"
         if any("run[" in v for v in self.values):
@@ -133,8 +136,15 @@ class Registry:
             for item in raw.get("numbers") or ():
                 values = item.get("is", ())
                 values = (values,) if isinstance(values, str) else tuple(str(v) for v in values)
-                entry = Entry(doc, item["at"], values, item.get("cite"), item.get("sig"), item.get("holds"), source)
+                sig = tuple(item["sig"]) if isinstance(item.get("sig"), list) else item.get("sig")
+                entry = Entry(doc, item["at"], values, item.get("cite"), sig, item.get("holds"), source,
+                              item.get("checked_by"))  # fmt: skip
                 slots = entry.at.count("{}")
+                if entry.checked_by:
+                    if not (ROOT / entry.checked_by).is_file():
+                        raise RegistryError(f"{source}: checked_by {entry.checked_by!r} is not a file of the checkout")
+                    entries.append(entry)
+                    continue
                 if entry.holds and not slots and not values:
                     entries.append(entry)
                     continue
@@ -231,6 +241,12 @@ class Document:
         slots, problems = self.slots()
         edits: list[tuple[int, int, str]] = []
         for s in slots:
+            if s.entry.checked_by:
+                # Another test holds this number to a run: it must at least be the number that test checks.
+                if s.shown not in (ROOT / s.entry.checked_by).read_text(encoding="utf-8"):
+                    problems.append(Problem(self.rel, self._line(s.start), f"{s.shown} in {s.entry.at!r}: "
+                                            f"{s.entry.checked_by} does not check that number"))  # fmt: skip
+                continue
             if not s.entry.values:
                 continue  # a citation with no copy of the data in the repository
             try:
@@ -240,7 +256,7 @@ class Document:
             except Exception as e:  # noqa: BLE001 (a registry mistake, said at its entry)
                 problems.append(Problem(self.rel, self._line(s.start), f"{s.entry.source}: {s.entry.values[s.index]}: {e}"))
                 continue
-            want = render(value, s.shown, s.entry.sig)
+            want = render(value, s.shown, s.entry.sig[s.index] if isinstance(s.entry.sig, tuple) else s.entry.sig)
             if want is None:
                 problems.append(Problem(self.rel, self._line(s.start), f"{s.entry.values[s.index]} is {value!r}, not a number"))
             elif _plain(want) != _plain(s.shown):
@@ -282,7 +298,10 @@ def render(value: Any, shown: str, sig: int | None) -> str | None:
         return None
     if sig:
         value = float(f"{value:.{sig}g}")
-    decimals = len(shown.partition(".")[2].partition("e")[0])
+    if "e" in shown:  # 4.5e-8, as the document writes it: the mantissa's decimals, a bare exponent
+        mantissa, _, exponent = f"{value:.{len(shown.partition('e')[0].partition('.')[2])}e}".partition("e")
+        return f"{mantissa}e{int(exponent)}"
+    decimals = len(shown.partition(".")[2])
     text = f"{value:,.{decimals}f}"
     if " " in shown or "\u202f" in shown:
         text = text.replace(",", shown[re.search(r"[ \u202f]", shown).start()])

@@ -149,6 +149,10 @@ def not_a_quantity(number: Number, text: str) -> str | None:
     if before[-1:].isalnum() or before[-1:] in "_" or re.match(r"[A-Za-z_][\w]*[^\w\s/%×µ.,;:)'\"-]", after) \
             or (after[:1].isalpha() and not UNIT.match(after)):  # fmt: skip
         return "part of a name"
+    if re.search(r"\b[A-Z][A-Z0-9]+-$|\b[a-z]+-$", before):  # SHA-256, UTF-8, KEP-3157, node-3
+        return "part of a name"
+    if re.search(r"\bexit (?:status|code) $", before):
+        return "an exit status"
     if re.search(r"[A-Za-z_]\.$", before) and re.match(r"\.\w", after):
         return "part of a name"
     if re.search(r"\b[Ss]eeds? (?:\d+(?:, | and | or |-|–))*$", before):
@@ -179,7 +183,7 @@ def not_a_quantity(number: Number, text: str) -> str | None:
     if LIST_LABEL.match(text[line_start:a]) and re.match(r"[.)]\s", after):
         return "a list item's label"
     # 429 and 410 count nothing here: "a 429", "answered 429", "429s", "410 Gone" (but "429 requests" do)
-    if number.text in STATUS_CODES and not re.match(r"\s[a-z]{2,}s\b", after):
+    if number.text in STATUS_CODES and not re.match(r"\s(?:requests|responses|calls|errors|GETs|LISTs)\b", after):
         return "an HTTP status code"
     return None
 

@@ -5,6 +5,8 @@
     data["PATH"]           a shipped YAML or JSON file as written (a sweep or search spec, params.yaml)
     csv["PATH"]            a shipped CSV's rows; `.row(column=value, ...)` is the one row that matches
     params                 the resource model's parameters as a run takes them: the calibration's, else defaults
+    schema["PATH"]         a scenario field as docs/scenario-reference.md lists it (`clients[].retry.max_retries`):
+                           its `.default`, and its bounds `.most` and `.least`
     bootstrap              APF's bootstrap objects (simapf/apf/bootstrap.yaml): `.levels["workload-low"]`,
                            `.flowschemas["service-accounts"]`, each its `spec`
     py["MODULE"]           a module of simapf, for its constants: `py["simapf.workload.cluster"].WATCH_HISTORY_NS`
@@ -56,6 +58,12 @@ class Tree:
         except (KeyError, IndexError, TypeError, ValueError):
             raise LookupError(f"{self._path}: no {key!r}") from None
         return wrap(found, f"{self._path}.{key}")
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._v else default
 
     def __len__(self) -> int:
         return len(self._v)
@@ -209,6 +217,43 @@ class _Params:
         return Tree(_params(), "params")[key]
 
 
+class Field:
+    """A scenario field's default and bounds, from the schema."""
+
+    def __init__(self, path: str):
+        from simapf.scenario import docs
+        from simapf.scenario.schema import Scenario
+
+        infos = [info for p, _model, _name, info in docs.all_fields(Scenario) if p == path]
+        if not infos:
+            raise LookupError(f'schema["{path}"]: no such field (see docs/scenario-reference.md)')
+        self.info = infos[0]
+
+    @property
+    def default(self) -> Any:
+        return self.info.default
+
+    def _bound(self, *names: str) -> Any:
+        for m in self.info.metadata:
+            for n in names:
+                if getattr(m, n, None) is not None:
+                    return getattr(m, n)
+        raise LookupError(f"the field has no {'/'.join(names)} bound")
+
+    @property
+    def most(self) -> Any:
+        return self._bound("le", "lt")
+
+    @property
+    def least(self) -> Any:
+        return self._bound("ge", "gt")
+
+
+class _Schema:
+    def __getitem__(self, path: str) -> Field:
+        return Field(path)
+
+
 @functools.cache
 def _bootstrap() -> dict[str, Any]:
     items = _data("simapf/apf/bootstrap.yaml")["items"]
@@ -227,6 +272,7 @@ def namespace(runs: Runs) -> dict[str, Any]:
         "run": runs,
         "params": _Params(),
         "bootstrap": _Bootstrap(),
+        "schema": _Schema(),
         "scenario": Files("scenario", _scenario),
         "data": Files("data", _data),
         "csv": Files("csv", _csv),
@@ -242,6 +288,7 @@ def namespace(runs: Runs) -> dict[str, Any]:
         "max": max,
         "sum": sum,
         "len": len,
+        "sorted": sorted,
         "abs": abs,
         "round": round,
     }

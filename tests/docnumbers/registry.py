@@ -63,11 +63,14 @@ class Entry:
     holds: str | None  # a conclusion the words draw from the numbers: an expression that must be true
     source: str  # the registry file, for messages
     checked_by: str | None = None  # a test of its own that checks these numbers against a run
+    machine: str | None = None  # why these numbers are the machine's (the words must name it), not checked
 
     @property
     def kind(self) -> str:
         if self.checked_by:
             return "checked by " + self.checked_by
+        if self.machine:
+            return "the machine's"
         if self.cite:
             return "cited"
         if any("run[" in v for v in self.values):
@@ -138,7 +141,7 @@ class Registry:
                 values = (values,) if isinstance(values, str) else tuple(str(v) for v in values)
                 sig = tuple(item["sig"]) if isinstance(item.get("sig"), list) else item.get("sig")
                 entry = Entry(doc, item["at"], values, item.get("cite"), sig, item.get("holds"), source,
-                              item.get("checked_by"))  # fmt: skip
+                              item.get("checked_by"), item.get("machine"))  # fmt: skip
                 slots = entry.at.count("{}")
                 if entry.checked_by:
                     if not (ROOT / entry.checked_by).is_file():
@@ -146,6 +149,9 @@ class Registry:
                     entries.append(entry)
                     continue
                 if entry.holds and not slots and not values:
+                    entries.append(entry)
+                    continue
+                if entry.machine and not values:
                     entries.append(entry)
                     continue
                 if not slots or (values and len(values) != slots) or not (values or entry.cite):
@@ -217,6 +223,10 @@ class Document:
                 problems.append(Problem(self.rel, 1, f"{e.source}: the words {e.at!r} are here {len(found)} times, not once"))
                 continue
             m = found[0]
+            before = self.words.rfind("\n\n", 0, self.words.rfind("\n\n", 0, m.start()))  # its paragraph and the one before
+            if e.machine and not scan.MACHINE.search(self.words[max(0, before) : m.end()]):
+                problems.append(Problem(self.rel, self._line(m.start()), f"{e.source}: {e.at!r} is registered as the "
+                                        "machine's, but its paragraph does not say so (\"on this machine\", \"wall time\")"))  # fmt: skip
             slots += [Slot(e, i, m.start(i + 1), m.end(i + 1), m.group(i + 1)) for i in range(e.at.count("{}"))]
         return slots, problems
 
@@ -248,7 +258,7 @@ class Document:
                                             f"{s.entry.checked_by} does not check that number"))  # fmt: skip
                 continue
             if not s.entry.values:
-                continue  # a citation with no copy of the data in the repository
+                continue  # a citation with no copy of the data in the repository, or the machine's
             try:
                 value = eval(s.entry.values[s.index], {"__builtins__": {}, **names})  # noqa: S307 (our own registry)
             except SkipRun:
@@ -263,11 +273,14 @@ class Document:
                 problems.append(Problem(self.rel, self._line(s.start), f"{s.shown} in {s.entry.at!r} is {want} from "
                                         f"{s.entry.values[s.index]} ({s.entry.kind})"))  # fmt: skip
                 edits.append((s.start, s.end, want))
+        shown = {}
+        for s in slots:
+            shown.setdefault(s.entry, []).append(float(re.sub(r"[,\s\u202f]", "", s.shown)))
         for e in {s.entry for s in slots} | {e for e in self.entries if not e.at.count("{}")}:
             if not e.holds:
                 continue
-            try:
-                true = eval(e.holds, {"__builtins__": {}, **names})  # noqa: S307
+            try:  # `shown`: the entry's own numbers, as the document writes them
+                true = eval(e.holds, {"__builtins__": {}, **names, "shown": shown.get(e, [])})  # noqa: S307
             except SkipRun:
                 continue
             except Exception as exc:  # noqa: BLE001

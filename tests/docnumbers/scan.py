@@ -79,13 +79,13 @@ def _blank(text: str, a: int, b: int) -> str:
 def _mask_md(text: str) -> tuple[str, list[tuple[int, int]]]:
     """The text with what is not read turned into NULs, and the spans of its output blocks."""
     out, outputs = text, []
-    for m in re.finditer(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", text, re.S | re.M):
+    for m in re.finditer(r"^[ \t]*```([\w-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", text, re.S | re.M):
         if m.group(1) in ("", "text", "output", "console"):
             out = _blank(_blank(out, m.start(), m.start(2)), m.end(2), m.end())  # the fences
             outputs.append((m.start(2), m.end(2)))
         else:
             out = _blank(out, m.start(), m.end())
-    for pattern in (r"<!--.*?-->", r"`[^`\n]+`", r"\]\([^)\s]*\)", r"<?https?://[^\s>]+>?"):
+    for pattern in (r"<!--.*?-->", r"`(?:[^`\n]|\n(?!\n))+`", r"\]\([^)\s]*\)", r"<?https?://[^\s>]+>?"):
         for m in re.finditer(pattern, out, re.S):
             out = _blank(out, m.start(), m.end())
     return out, outputs
@@ -151,12 +151,16 @@ def not_a_quantity(number: Number, text: str) -> str | None:
         return "part of a name"
     if re.search(r"\b[A-Z][A-Z0-9]+-$|\b[a-z]+-$", before):  # SHA-256, UTF-8, KEP-3157, node-3
         return "part of a name"
-    if re.search(r"\bexit (?:status|code) $", before):
+    if re.search(r"\bexit (?:status|code)\s\**$", before):
         return "an exit status"
     if re.search(r"[A-Za-z_]\.$", before) and re.match(r"\.\w", after):
         return "part of a name"
     if re.search(r"\b[Ss]eeds? (?:\d+(?:, | and | or |-|–))*$", before):
         return "a seed: the name of a run's random streams"
+    if re.search(r"(?:^|[\s(>])\*?[A-Za-z]\*?(?:</?sub>)?\s?[−+=<>]\s?$", before) or re.match(r"\s?[−+]\s?\*?[a-z]\b", after):
+        return "part of a formula"  # N + 1, N = 0, r > 0, t with n−1
+    if re.search(r"\b(?:[Rr]eplications?|[Tt]rials?) (?:\d+(?:, | and | or |-|–))*$", before):
+        return "the index of a replication or a trial"
     if re.search(r"\w\[$", before) or before.endswith("="):
         return "an index or a setting, as typed"
     if re.search(r"[A-Za-z][\w-]*/$", before) and not re.search(r"\d\s*/$", before):
@@ -194,10 +198,10 @@ def not_a_quantity(number: Number, text: str) -> str | None:
 # for an output block, the paragraph before it) names the wall time or the machine.
 MACHINE = re.compile(
     r"wall[ -]?(?:time|s\b|clock|-clock)|\bon (?:this|that|your|the|a|one|two|an?other)\b[\w\s-]{0,30}?"
-    r"\b(?:machine|VM|cores?)\b|\bthis (?:machine|VM)\b|\bmachine above\b|\bmeasured on\b",
+    r"\b(?:machine|VM|cores?)\b|\bthis (?:machine|VM)\b|\bmachine(?:'s)? above\b|\bmeasured on\b|\bon \d+ cores\b",
     re.I,
 )
-MACHINE_SIZE = re.compile(r"^(?:-core\b|vCPUs?\b|cores?,|GiB of memory)")  # the machine itself: "a 2-core machine"
+MACHINE_SIZE = re.compile(r"^(?:-core\b|\s?vCPUs?\b|\s?cores?\b|\s?workers?\b|\sGiB of memory)")  # the machine itself: "a 2-core machine"
 TIME_UNIT = re.compile(r"^(?:wall\b|s|ms|µs|us|ns|min|minutes?|seconds?|h|hours?|days?)\b")
 SPEED = re.compile(r"^\s*(?:[\w-]+\s){0,2}?(?:/\s*(?:wall\s)?s\b|a second\b|per second\b|/s\b|an hour\b)")
 RANGE = re.compile(r"^\s*(?:→|–|-|to|->)\s*" + NUMBER.pattern)

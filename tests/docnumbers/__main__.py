@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python tests/docnumbers`: its package
 
-from docnumbers.registry import Registry, documents, rewrite  # noqa: E402
+from docnumbers.registry import Registry, RegistryError, documents, rewrite  # noqa: E402
 from docnumbers.sources import Runs  # noqa: E402
 
 
@@ -18,7 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="rewrite every number and block a run gives")
     ap.add_argument("--todo", nargs="?", const="", metavar="DOC", help="list the numbers nothing accounts for")
     args = ap.parse_args(argv)
-    registry = Registry.load()
+    try:
+        registry = Registry.load()
+    except RegistryError as e:
+        print(f"python tests/docnumbers: error: {e}", file=sys.stderr)
+        return 2
     docs = documents(registry)
     if args.todo is not None:
         problems = [p for d in docs if args.todo in d.rel for p in d.unaccounted()]

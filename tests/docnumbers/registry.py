@@ -80,7 +80,7 @@ class Entry:
     def pattern(self) -> re.Pattern:
         parts = [re.sub(r"(?:\\ )+", lambda _m: SPACE, re.escape(p)) for p in self.at.split("{}")]
         edge = (r"(?<!\w)" if self.at[:1].isalnum() else "", r"(?!\w)" if self.at[-1:].isalnum() else "")
-        return re.compile(edge[0] + f"(?<![\\d.])({scan.NUMBER.pattern})(?!\\d|[.,]\\d)".join(parts) + edge[1])
+        return re.compile(edge[0] + f"(?<!\\d)(?<!\\d[.,])({scan.NUMBER.pattern})(?!\\d|[.,]\\d)".join(parts) + edge[1])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,14 +119,18 @@ class Registry:
     entries: list[Entry]
     generated: list[Generated]
     runs: dict[str, RunSpec]
+    names: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # per document: short names
 
     @classmethod
     def load(cls, folder: Path = REGISTRY) -> "Registry":
-        entries, generated, runs = [], [], {}
+        entries, generated, runs, names = [], [], {}, {}
         for path in sorted(folder.glob("*.yaml")):
             source = path.relative_to(ROOT).as_posix()
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            unknown = set(raw) - {"doc", "runs", "numbers", "generated"}
+            try:
+                raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError as e:
+                raise RegistryError(f"{source}: not YAML: {e}") from None
+            unknown = set(raw) - {"doc", "runs", "names", "numbers", "generated"}
             if unknown:
                 raise RegistryError(f"{source}: unknown keys {sorted(unknown)}")
             for name, spec in (raw.get("runs") or {}).items():
@@ -134,11 +138,13 @@ class Registry:
                     raise RegistryError(f"{source}: run {name!r} is defined twice")
                 runs[name] = RunSpec(name, spec["scenario"], tuple(spec.get("set", ())), bool(spec.get("slow", False)))
             doc = raw.get("doc")
+            names[doc] = {str(k): str(v) for k, v in (raw.get("names") or {}).items()}
             if (raw.get("numbers") or raw.get("generated")) and not (doc and (ROOT / doc).is_file()):
                 raise RegistryError(f"{source}: doc {doc!r} is not a file of the checkout")
             for item in raw.get("numbers") or ():
                 values = item.get("is", ())
-                values = (values,) if isinstance(values, str) else tuple(str(v) for v in values)
+                # A list may leave a number to the citation: `null` where the entry's `cite:` speaks for it.
+                values = (values,) if isinstance(values, str) else tuple("" if v is None else str(v) for v in values)
                 sig = tuple(item["sig"]) if isinstance(item.get("sig"), list) else item.get("sig")
                 entry = Entry(doc, item["at"], values, item.get("cite"), sig, item.get("holds"), source,
                               item.get("checked_by"), item.get("machine"))  # fmt: skip
@@ -154,6 +160,8 @@ class Registry:
                 if entry.machine and not values:
                     entries.append(entry)
                     continue
+                if "" in values and not entry.cite:
+                    raise RegistryError(f"{source}: {entry.at!r}: a `null` number needs a `cite:`")
                 if not slots or (values and len(values) != slots) or not (values or entry.cite):
                     raise RegistryError(f"{source}: {entry.at!r}: give one `is:` per {{}} ({slots}), or a `cite:`")
                 entries.append(entry)
@@ -166,7 +174,7 @@ class Registry:
                 if g.checked_by and not (ROOT / g.checked_by).is_file():
                     raise RegistryError(f"{source}: checked_by {g.checked_by!r} is not a file of the checkout")
                 generated.append(g)
-        return cls(entries, generated, runs)
+        return cls(entries, generated, runs, names)
 
 
 # ------------------------------------------------------------------------------------- the check
@@ -248,6 +256,8 @@ class Document:
         """Registered numbers and generated parts that differ from their sources, and each
         replacement (start, end, text) that would make them agree; runs not allowed are skipped."""
         names = namespace(runs)
+        for short, expression in self.registry.names.get(self.rel, {}).items():  # a file's own `names:`
+            names[short] = _Lazy(expression, names)
         slots, problems = self.slots()
         edits: list[tuple[int, int, str]] = []
         for s in slots:
@@ -257,7 +267,7 @@ class Document:
                     problems.append(Problem(self.rel, self._line(s.start), f"{s.shown} in {s.entry.at!r}: "
                                             f"{s.entry.checked_by} does not check that number"))  # fmt: skip
                 continue
-            if not s.entry.values:
+            if not s.entry.values or not s.entry.values[s.index]:
                 continue  # a citation with no copy of the data in the repository, or the machine's
             try:
                 value = eval(s.entry.values[s.index], {"__builtins__": {}, **names})  # noqa: S307 (our own registry)
@@ -303,6 +313,27 @@ class Document:
 
     def _line(self, offset: int) -> int:
         return self.text.count("\n", 0, offset) + 1
+
+
+class _Lazy:
+    """A registry file's short name for an expression, evaluated when first used."""
+
+    def __init__(self, expression: str, names: dict[str, Any]):
+        self._expression, self._names, self._value = expression, names, None
+
+    def _get(self) -> Any:
+        if self._value is None:
+            self._value = eval(self._expression, {"__builtins__": {}, **self._names})  # noqa: S307
+        return self._value
+
+    def __getattr__(self, key: str) -> Any:
+        return getattr(self._get(), key)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._get()[key]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._get()(*args, **kwargs)
 
 
 def render(value: Any, shown: str, sig: int | None) -> str | None:

@@ -184,7 +184,8 @@ def not_a_quantity(number: Number, text: str) -> str | None:
     if SECTION_WORD.search(before):
         return "a section or a step"
     line_start = text.rfind("\n", 0, a) + 1
-    if LIST_LABEL.match(text[line_start:a]) and re.match(r"[.)]\s", after):
+    if (LIST_LABEL.match(text[line_start:a]) and re.match(r"[.)]\s", after)) or (before.endswith("(") and re.match(r"\)\s", after)
+                                                                           and re.search(r"(?:^|[.:;]\s)\($", before)):
         return "a list item's label"
     # 429 and 410 count nothing here: "a 429", "answered 429", "429s", "410 Gone" (but "429 requests" do)
     if number.text in STATUS_CODES and not re.match(r"\s(?:requests|responses|calls|errors|GETs|LISTs)\b", after):

@@ -7,10 +7,13 @@
     params                 the resource model's parameters as a run takes them: the calibration's, else defaults
     schema["PATH"]         a scenario field as docs/scenario-reference.md lists it (`clients[].retry.max_retries`):
                            its `.default`, and its bounds `.most` and `.least`
+    apf_levels(S)          every bootstrap priority level's limits at server concurrency S, as
+                           `simapf apf-report` gives them: `apf_levels(600)["workload-low"].nominal_cl`
     bootstrap              APF's bootstrap objects (simapf/apf/bootstrap.yaml): `.levels["workload-low"]`,
                            `.flowschemas["service-accounts"]`, each its `spec`
     py["MODULE"]           a module of simapf, for its constants: `py["simapf.workload.cluster"].WATCH_HISTORY_NS`
     code["PATH"]           a source file's text; `.value("ceil({} * n)")` is the literal at `{}` of those words
+    math                   Python's math module (log, ceil, ...)
     summary_text(s)        what `simapf run` prints for a run's summary, its wall time as `…`
 
 Every value reads as a tree: `run["default"].memory.peak_rss_bytes`, `.events[0]` by index, and
@@ -68,8 +71,9 @@ class Tree:
     def __len__(self) -> int:
         return len(self._v)
 
-    def __iter__(self):
-        return (wrap(x, f"{self._path}[{i}]") for i, x in enumerate(self._v))
+    def __iter__(self):  # a list's elements; a mapping's values (the levels of `bootstrap.levels`)
+        items = self._v.values() if isinstance(self._v, dict) else self._v
+        return (wrap(x, f"{self._path}[{i}]") for i, x in enumerate(items))
 
     def row(self, **where: Any) -> "Tree":
         """The one row of a table whose columns have these values (compared as text)."""
@@ -255,6 +259,15 @@ class _Schema:
 
 
 @functools.cache
+def apf_levels(server_concurrency: int) -> Tree:
+    import dataclasses as dc
+
+    from simapf.apf.report import level_rows
+
+    return Tree([{"name": r.priority_level, **dc.asdict(r)} for r in level_rows(server_concurrency)], f"apf_levels({server_concurrency})")
+
+
+@functools.cache
 def _bootstrap() -> dict[str, Any]:
     items = _data("simapf/apf/bootstrap.yaml")["items"]
     by_kind = {kind: {i["metadata"]["name"]: i["spec"] for i in items if i["kind"] == kind}
@@ -273,12 +286,14 @@ def namespace(runs: Runs) -> dict[str, Any]:
         "params": _Params(),
         "bootstrap": _Bootstrap(),
         "schema": _Schema(),
+        "apf_levels": apf_levels,
         "scenario": Files("scenario", _scenario),
         "data": Files("data", _data),
         "csv": Files("csv", _csv),
         "py": Modules(),
         "code": Files("code", Code),
         "summary_text": summary_text,
+        "math": __import__("math"),
         "str": str,
         "int": int,
         "float": float,
@@ -289,6 +304,7 @@ def namespace(runs: Runs) -> dict[str, Any]:
         "sum": sum,
         "len": len,
         "sorted": sorted,
+        "pow": pow,
         "abs": abs,
         "round": round,
     }

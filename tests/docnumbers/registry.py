@@ -46,6 +46,7 @@ from docnumbers.scan import ROOT, Number
 from docnumbers.sources import RunSpec, Runs, SkipRun, namespace
 
 REGISTRY = ROOT / "docs" / "numbers"
+END = "<<end of the document>>"  # a `between:` that runs to the end
 SPACE = r"[\s#>*]+"  # what a line break in the words may stand for: a header's `#`, a quote's `>`
 
 
@@ -98,8 +99,10 @@ class Generated:
         if self.whole:
             return 0, len(text)  # the whole document
         if self.between:
-            a, b = (_once(text, re.escape(m), self) for m in self.between)
-            return a.end(), b.start()
+            start = _once(text, re.escape(self.between[0]), self).end()
+            if self.between[1] == END:
+                return start, len(text)
+            return start, _once(text, re.escape(self.between[1]), self).start()
         m = _once(text, re.escape(self.after), self)
         block = re.compile(r"^```(?:text|output|console)?\n(.*?)^```", re.S | re.M).search(text, m.end())
         if not block:
@@ -307,7 +310,7 @@ class Document:
             except SkipRun:
                 continue
             if want != self.text[a:b]:
-                problems.append(Problem(self.rel, self._line(a), f"the block after {g.after!r} is not what {g.value} gives"))
+                problems.append(Problem(self.rel, self._line(a), f"the block {'after ' + repr(g.after) if g.after else 'at ' + repr(g.between[0][:40])} is not what {g.value} gives"))
                 edits.append((a, b, want))
         return problems, edits
 

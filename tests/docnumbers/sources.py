@@ -14,6 +14,8 @@
     py["MODULE"]           a module of simapf, for its constants: `py["simapf.workload.cluster"].WATCH_HISTORY_NS`
     code["PATH"]           a source file's text; `.value("ceil({} * n)")` is the literal at `{}` of those words
     math                   Python's math module (log, ceil, ...)
+    parameter_tables(until) docs/resource-model.md's tables of `ServerParams`: per section (up to `until`) its
+                           fields, defaults (as `python -m simapf.server.reference` writes them) and descriptions
     summary_text(s)        what `simapf run` prints for a run's summary, its wall time as `…`
 
 Every value reads as a tree: `run["default"].memory.peak_rss_bytes`, `.events[0]` by index, and
@@ -171,6 +173,26 @@ def summary_text(summary: Tree, until: str | None = None) -> str:
     return first + "".join(lines[1:])
 
 
+def parameter_tables(until: str | None = None) -> str:
+    """Every section of `ServerParams` as a table: field, default, the field's own description; the
+    fields and defaults as `python -m simapf.server.reference` reads them (the parameters' dump)."""
+    from simapf.server.params import ServerParams
+    from simapf.server.reference import shown
+
+    params, out = ServerParams(), []
+    dumped = params.model_dump()
+    for section, info in ServerParams.model_fields.items():
+        if section == until:
+            break
+        fields = type(getattr(params, section)).model_fields
+        by_name = {getattr(f, "validation_alias", None) or name: f for name, f in fields.items()} | dict(fields)
+        out.append(f"### `{section}`: {info.description}\n\n| Field | Default | Meaning |\n|---|---|---|\n")
+        out += [f"| `{name}` | {shown(value)} | {(by_name[name].description or '').strip()} |\n"
+                for name, value in dumped[section].items()]  # fmt: skip
+        out.append("\n")
+    return "".join(out)[:-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """A run the documents quote: a scenario, the overrides given to it, and whether it is slow."""
@@ -293,6 +315,7 @@ def namespace(runs: Runs) -> dict[str, Any]:
         "py": Modules(),
         "code": Files("code", Code),
         "summary_text": summary_text,
+        "parameter_tables": parameter_tables,
         "math": __import__("math"),
         "str": str,
         "int": int,

@@ -14,10 +14,11 @@ import textwrap
 import pytest
 
 from docnumbers import scan
-from docnumbers.registry import Document, Entry, Generated, Registry, documents, render, rewrite
+from docnumbers.registry import Document, Entry, Generated, Registry, documents, load_pending, render, rewrite
 from docnumbers.sources import RunSpec, Runs
 
 REWRITE = "rewrite them from runs: python tests/docnumbers --write"
+
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +27,19 @@ def registry() -> Registry:
 
 
 def test_every_number_in_the_documents_is_generated_registered_or_not_a_quantity(registry):
-    problems = [p for d in documents(registry) for p in d.unaccounted()]
+    pending = load_pending()
+    problems = [p for d in documents(registry) if d.rel not in pending for p in d.unaccounted()]
     assert not problems, "register each in docs/numbers/ (docs/numbers/README.md):\n" + "\n".join(map(str, problems))
+
+
+def test_the_documents_not_yet_registered_have_exactly_the_numbers_their_count_says(registry):
+    # docs/numbers/pending.yaml: a count that only goes down. A new number in one of these
+    # documents is registered like any other; one registered lowers the count.
+    pending = load_pending()
+    counts = {d.rel: len(d.unaccounted()) for d in documents(registry) if d.rel in pending}
+    assert set(counts) == set(pending), "pending.yaml names a document that is not scanned"
+    wrong = {doc: f"{n} unaccounted, pending.yaml says {pending[doc]}" for doc, n in counts.items() if n != pending[doc]}
+    assert not wrong, f"register the new numbers, or lower the counts in docs/numbers/pending.yaml: {wrong}"
 
 
 def test_the_registered_numbers_are_their_sources_quick_runs_included(registry):
@@ -46,7 +58,7 @@ def test_every_registered_run_is_used_and_every_document_has_a_registry(registry
     used = "\n".join(v for e in registry.entries for v in (*e.values, e.holds or ""))
     used += "\n".join(g.value or "" for g in registry.generated)
     assert not [name for name in registry.runs if f'run["{name}"]' not in used]
-    registered = {e.doc for e in registry.entries} | {g.doc for g in registry.generated}
+    registered = {e.doc for e in registry.entries} | {g.doc for g in registry.generated} | set(load_pending())
     with_numbers = {d.rel for d in documents(registry) if any(not scan.not_a_quantity(n, d.text) for n in d.numbers)}
     assert with_numbers <= registered
 

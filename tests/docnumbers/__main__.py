@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python tests/docnumbers`: its package
 
-from docnumbers.registry import Registry, RegistryError, documents, rewrite  # noqa: E402
+from docnumbers.registry import Registry, RegistryError, documents, load_pending, rewrite  # noqa: E402
 from docnumbers.sources import Runs  # noqa: E402
 
 
@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in rewrite(docs, runs):
             print(f"wrote {name}", file=sys.stderr)
         return 0
-    problems = [p for d in docs for p in d.unaccounted()]
+    pending = load_pending()  # their unaccounted numbers are counted, not listed: see --todo
+    problems = [p for d in docs if d.rel not in pending for p in d.unaccounted()]
     for d in docs:
         problems += d.disagreements(runs)[0]
     print("\n".join(map(str, problems)))

@@ -46,6 +46,7 @@ from docnumbers.scan import ROOT, Number
 from docnumbers.sources import RunSpec, Runs, SkipRun, namespace
 
 REGISTRY = ROOT / "docs" / "numbers"
+PENDING = "pending.yaml"  # the documents not yet accounted for, each with its count of numbers left
 END = "<<end of the document>>"  # a `between:` that runs to the end
 SPACE = r"[\s#>*]+"  # what a line break in the words may stand for: a header's `#`, a quote's `>`
 
@@ -127,7 +128,7 @@ class Registry:
     @classmethod
     def load(cls, folder: Path = REGISTRY) -> "Registry":
         entries, generated, runs, names = [], [], {}, {}
-        for path in sorted(folder.glob("*.yaml")):
+        for path in sorted(p for p in folder.glob("*.yaml") if p.name != PENDING):
             source = path.relative_to(ROOT).as_posix()
             try:
                 raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -178,6 +179,12 @@ class Registry:
                     raise RegistryError(f"{source}: checked_by {g.checked_by!r} is not a file of the checkout")
                 generated.append(g)
         return cls(entries, generated, runs, names)
+
+
+def load_pending(folder: Path = REGISTRY) -> dict[str, int]:
+    """Documents whose numbers are not all accounted for yet: how many each has left."""
+    path = folder / PENDING
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
 
 
 # ------------------------------------------------------------------------------------- the check

@@ -176,8 +176,14 @@ def not_a_quantity(number: Number, text: str) -> str | None:
     if re.fullmatch(r"\d+\.\d+\.\d+", number.text + re.match(r"(?:\.\d+)*", after).group()) or \
             (before.endswith(".") and re.search(r"\d\.\d+\.$", before)):  # fmt: skip
         return "a version"
-    if re.fullmatch(r"1\.[1-4]\d|3\.1\d", number.text) and (VERSION_WORD.search(before) or re.match(
-            r"(?:'s)?\s(?!times\b|x\b|of\b|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|GB\b)[a-z]", after)):
+    if re.fullmatch(r"1\.[1-4]\d|3\.1\d|3\.\d", number.text) and VERSION_WORD.search(before):
+        return "a version"
+    # Kubernetes releases 1.20 to 1.49 are what a "1.NN" is here, unless a unit or a ratio says otherwise.
+    if re.fullmatch(r"1\.[2-4]\d", number.text) and not re.match(
+            r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|-\d|–\d|\))", after) \
+            and not re.search(r"(?:->|→|[x×]|\bto|\bfrom|\bor|\band|\|\s?\**)\s?$", before) or \
+            (re.fullmatch(r"1\.[2-4]\d", number.text) and re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before)) or \
+            (re.fullmatch(r"1\.[2-4]\d", number.text) and re.match(r"(?:\+|–1\.|-1\.|\s(?:to|and|or)\s1\.)", after)):  # fmt: skip
         return "a version"
     if ISSUE_WORD.search(before):
         return "an issue or pull request"

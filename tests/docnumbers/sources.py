@@ -39,7 +39,7 @@ import yaml
 from docnumbers.scan import ROOT
 
 
-NAMES = ("name", "client", "priority_level")  # what names an element of a list
+NAMES = ("name", "client", "priority_level", "id")  # what names an element of a list
 
 
 class Tree:

@@ -270,6 +270,9 @@ class Document:
             names[short] = _Lazy(expression, names)
         slots, problems = self.slots()
         edits: list[tuple[int, int, str]] = []
+        shown: dict[Entry, list[float]] = {}  # each entry's numbers as the document writes them
+        for s in slots:
+            shown.setdefault(s.entry, []).append(float(re.sub(r"[,\s\u202f]", "", s.shown)))
         for s in slots:
             if s.entry.checked_by:
                 # Another test holds this number to a run: it must at least be the number that test checks.
@@ -280,7 +283,7 @@ class Document:
             if not s.entry.values or not s.entry.values[s.index]:
                 continue  # a citation with no copy of the data in the repository, or the machine's
             try:
-                value = eval(s.entry.values[s.index], {"__builtins__": {}, **names})  # noqa: S307 (our own registry)
+                value = eval(s.entry.values[s.index], {"__builtins__": {}, **names, "shown": shown[s.entry]})  # noqa: S307
             except SkipRun:
                 continue
             except Exception as e:  # noqa: BLE001 (a registry mistake, said at its entry)
@@ -293,9 +296,6 @@ class Document:
                 problems.append(Problem(self.rel, self._line(s.start), f"{s.shown} in {s.entry.at!r} is {want} from "
                                         f"{s.entry.values[s.index]} ({s.entry.kind})"))  # fmt: skip
                 edits.append((s.start, s.end, want))
-        shown = {}
-        for s in slots:
-            shown.setdefault(s.entry, []).append(float(re.sub(r"[,\s\u202f]", "", s.shown)))
         for e in {s.entry for s in slots} | {e for e in self.entries if not e.at.count("{}")}:
             if not e.holds:
                 continue

@@ -67,7 +67,7 @@ VERSION_WORD = re.compile(
     r"|\bv|\b1\.\d\d\s?(?:to|and|or|-|–)\s?)$"
 )
 ISSUE_WORD = re.compile(r"(?:#|\b(?:issue|issues|Issue|PR|PRs|pull request|KEP|item|items)[ -]#?)$")
-SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s)$")
+SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|§\s?\d+(?:\.\d+)*[–-]|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s)$")
 STATUS_CODES = {"409", "410", "429", "503", "504"}
 LIST_LABEL = re.compile(r"^[ \t#]*(?:[-*] )?(?:#+\s*)?$")  # only markup before it on its line
 
@@ -157,7 +157,10 @@ def not_a_quantity(number: Number, text: str) -> str | None:
         return "part of a name"
     if re.search(r"\b[Ss]eeds? (?:\d+(?:, | and | or |-|–))*$", before):
         return "a seed: the name of a run's random streams"
-    if re.search(r"(?:^|[\s(>])\*?[A-Za-z]\*?(?:</?sub>)?\s?[−+=<>]\s?$", before) or re.match(r"\s?[−+]\s?\*?[a-z]\b", after):
+    if before.endswith('"') and after.startswith('"') or re.search(r"\bRV\s$", before):
+        return "a literal, as typed"  # resourceVersion "0"
+    if re.search(r"(?:^|[\s(>])\*?[A-Za-z]\*?(?:</?sub>)?\s?[−+=<>]\s?$|\b(?:min|max|ceil)\($", before) \
+            or re.match(r"\s?[−+]\s?\*?[a-z]\b", after):  # fmt: skip
         return "part of a formula"  # N + 1, N = 0, r > 0, t with n−1
     if re.search(r"\b(?:[Rr]eplications?|[Tt]rials?) (?:\d+(?:, | and | or |-|–))*$", before):
         return "the index of a replication or a trial"
@@ -180,7 +183,7 @@ def not_a_quantity(number: Number, text: str) -> str | None:
         return "a version"
     # Kubernetes releases 1.20 to 1.49 are what a "1.NN" is here, unless a unit or a ratio says otherwise.
     if re.fullmatch(r"1\.[2-4]\d", number.text) and not re.match(
-            r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|-\d|–\d|\))", after) \
+            r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|-\d|–\d)", after) \
             and not re.search(r"(?:->|→|[x×]|\bto|\bfrom|\bor|\band|\|\s?\**)\s?$", before) or \
             (re.fullmatch(r"1\.[2-4]\d", number.text) and re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before)) or \
             (re.fullmatch(r"1\.[2-4]\d", number.text) and re.match(r"(?:\+|–1\.|-1\.|\s(?:to|and|or)\s1\.)", after)):  # fmt: skip
@@ -223,7 +226,9 @@ def machine_dependent(number: Number, text: str) -> bool:
     timed = bool(unit and TIME_UNIT.match(unit.group(1))) or bool(SPEED.match(tail)) or bool(MACHINE_SIZE.match(after))
     if number.where == "table":
         header, caption, column = _table(text, number)
-        return bool((timed or TIME_UNIT.match(column) or SPEED.match(" x " + column) or MACHINE.search(column))
+        # A column of times or speeds, or the ratio of two (a table whose header names wall time).
+        ratio = bool(re.search(r"\bratio\b|\bspeed-?up\b|×|\bx\b", column)) and bool(MACHINE.search(header))
+        return bool((timed or ratio or TIME_UNIT.match(column) or SPEED.match(" x " + column) or MACHINE.search(column))
                     and MACHINE.search(header + "\n" + caption))  # fmt: skip
     return timed and bool(MACHINE.search(_scope(text, number)))
 

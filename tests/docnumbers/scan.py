@@ -142,6 +142,18 @@ def scan(path: Path) -> list[Number]:
     return found
 
 
+def _kubernetes_release(digits: str, before: str, after: str) -> bool:
+    """Kubernetes releases 1.20 to 1.49 are what a "1.NN" is in these documents ("since 1.33",
+    "1.34+", "(1.31–1.33)"), unless a unit or a ratio says otherwise ("1.36x", "1.15 -> 1.28")."""
+    if not re.fullmatch(r"1\.[2-4]\d", digits):
+        return False
+    if re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before) or re.match(r"(?:\+|[–-]1\.|\s(?:to|and|or)\s1\.)", after):
+        return True  # one end of a range of releases
+    quantity_after = re.match(r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|[-–]\d)", after)
+    quantity_before = re.search(r"(?:->|→|[x×]|\bto|\bfrom|\bor|\band|\|\s?\**)\s?$", before)  # a ratio, a table cell
+    return not (quantity_after or quantity_before)
+
+
 def not_a_quantity(number: Number, text: str) -> str | None:
     """Why a number is a name, a label or a reference rather than a quantity; None for a quantity."""
     a, b = number.start, number.end
@@ -181,12 +193,7 @@ def not_a_quantity(number: Number, text: str) -> str | None:
         return "a version"
     if re.fullmatch(r"1\.[1-4]\d|3\.1\d|3\.\d", number.text) and VERSION_WORD.search(before):
         return "a version"
-    # Kubernetes releases 1.20 to 1.49 are what a "1.NN" is here, unless a unit or a ratio says otherwise.
-    if re.fullmatch(r"1\.[2-4]\d", number.text) and not re.match(
-            r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|-\d|–\d)", after) \
-            and not re.search(r"(?:->|→|[x×]|\bto|\bfrom|\bor|\band|\|\s?\**)\s?$", before) or \
-            (re.fullmatch(r"1\.[2-4]\d", number.text) and re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before)) or \
-            (re.fullmatch(r"1\.[2-4]\d", number.text) and re.match(r"(?:\+|–1\.|-1\.|\s(?:to|and|or)\s1\.)", after)):  # fmt: skip
+    if _kubernetes_release(number.text, before, after):
         return "a version"
     if ISSUE_WORD.search(before):
         return "an issue or pull request"

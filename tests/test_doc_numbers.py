@@ -162,6 +162,7 @@ def test_a_slow_run_is_left_to_the_slow_check(doc):
 @pytest.mark.parametrize(("value", "shown", "want"), [
     (1775066903 / 1e9, "1.9", "1.8"), (1775.06, "1,912", "1,775"), (17923, "19 018", "17 923"),
     (2200, "2400", "2200"), (0.6559, "0.71", "0.66"), (117, "118.0", "117.0"),
+    (4.5e-8, "2e-9", "4e-8"), (4.5e-8, "4.5e-8", "4.5e-8"), (2**63 / 1e9, "9.223e+09", "9.223e+09"),
 ])  # fmt: skip
 def test_a_value_is_written_as_the_document_writes_the_number(value, shown, want):
     assert render(value, shown, None) == want

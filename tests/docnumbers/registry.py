@@ -353,7 +353,10 @@ def render(value: Any, shown: str, sig: int | None) -> str | None:
     if sig:
         value = float(f"{value:.{sig}g}")
     if "e" in shown:  # 4.5e-8, as the document writes it: the mantissa's decimals, a bare exponent
-        mantissa, _, exponent = f"{value:.{len(shown.partition('e')[0].partition('.')[2])}e}".partition("e")
+        text = f"{value:.{len(shown.partition('e')[0].partition('.')[2])}e}"
+        if re.search(r"e[-+]0|e\+", shown):
+            return text  # 9.223e+09, as Python writes it
+        mantissa, _, exponent = text.partition("e")
         return f"{mantissa}e{int(exponent)}"
     decimals = len(shown.partition(".")[2])
     text = f"{value:,.{decimals}f}"

@@ -63,7 +63,8 @@ DATE = re.compile(
 )
 VERSION_WORD = re.compile(
     r"(?:\b(?:Kubernetes|kubernetes|kubectl|client-go|apiserver|kube-apiserver|Python|CPython|Go|mypyc|release|"
-    r"releases|version|versions|since|before|after|until|from|Since|Before|After|From|Until|K8s|etcd)\s+"
+    r"releases|version|versions|since|before|after|until|from|Since|Before|After|From|Until|K8s|etcd|alpha|beta|GA|"
+    r"default)\s+"
     r"|\bv|\b1\.\d\d\s?(?:to|and|or|-|–)\s?)$"
 )
 ISSUE_WORD = re.compile(r"(?:#|\b(?:issue|issues|Issue|PR|PRs|pull request|KEP|item|items)[ -]#?)$")
@@ -147,8 +148,8 @@ def _kubernetes_release(digits: str, before: str, after: str) -> bool:
     "1.34+", "(1.31–1.33)"), unless a unit or a ratio says otherwise ("1.36x", "1.15 -> 1.28")."""
     if not re.fullmatch(r"1\.[2-4]\d", digits):
         return False
-    if re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before) or re.match(r"(?:\+|[–-]1\.|\s(?:to|and|or)\s1\.)", after):
-        return True  # one end of a range of releases
+    if re.search(r"1\.[2-4]\d\s?(?:to|and|or|-|–)\s?$", before) or re.match(r"(?:\+|[–-]1\.|\s(?:to|and|or)\s1\.|\son\b)", after):
+        return True  # one end of a range of releases, or "1.30 on"
     quantity_after = re.match(r"(?:'s)?\s?(?:x\b|×|times\b|%|[KMGT]i?B\b|cores?\b|m?s\b|seconds?\b|->|→|[-–]\d)", after)
     quantity_before = re.search(r"(?:->|→|[x×]|\bto|\bfrom|\bor|\band|\|\s?\**)\s?$", before)  # a ratio, a table cell
     return not (quantity_after or quantity_before)
@@ -215,12 +216,12 @@ def not_a_quantity(number: Number, text: str) -> str | None:
 # for an output block, the paragraph before it) names the wall time or the machine.
 MACHINE = re.compile(
     r"wall[ -]?(?:time|s\b|clock|-clock)|\bon (?:this|that|your|the|a|one|two|an?other)\b[\w\s-]{0,30}?"
-    r"\b(?:machine|VM|cores?)\b|\bthis (?:machine|VM)\b|\bmachine(?:'s)? above\b|\bmeasured on\b|\bon \d+ cores\b",
+    r"\b(?:machine|VM|cores?)\b|\bthis (?:machine|VM)\b|\bmachine(?:'s)? above\b|\bmeasured on\b|\bon \d+ cores\b|\bone core of an?\b",
     re.I,
 )
 MACHINE_SIZE = re.compile(r"^(?:-core\b|\s?vCPUs?\b|\s?cores?\b|\s?workers?\b|\sGiB of memory)")  # the machine itself: "a 2-core machine"
 TIME_UNIT = re.compile(r"^(?:wall\b|s|ms|µs|us|ns|min|minutes?|seconds?|h|hours?|days?)\b")
-SPEED = re.compile(r"^\s*(?:[\w-]+\s){0,2}?(?:/\s*(?:wall\s)?s\b|a second\b|per second\b|/s\b|an hour\b)")
+SPEED = re.compile(r"^\s*(?:[\w-]+\s){0,2}?(?:/\s*(?:wall\s)?s\b|a second\b|per (?:wall )?second\b|/s\b|an hour\b)")
 RANGE = re.compile(r"^\s*(?:→|–|-|to|->)\s*" + NUMBER.pattern)
 
 

@@ -212,10 +212,11 @@ class RunSpec:
 
 
 class Runs:
-    """`run["NAME"]`: a registered run's summary, run at most once per process."""
+    """`run["NAME"]`: a registered run's summary, run at most once per process (and read from the
+    result cache where it is on)."""
 
-    def __init__(self, specs: dict[str, RunSpec], allowed: set[str] | None = None):
-        self.specs, self.allowed, self._done = specs, allowed, {}
+    def __init__(self, specs: dict[str, RunSpec], allowed: set[str] | None = None, done: dict | None = None):
+        self.specs, self.allowed, self._done = specs, allowed, {} if done is None else done
 
     def __getitem__(self, name: str) -> Tree:
         if name not in self.specs:

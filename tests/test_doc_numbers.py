@@ -62,25 +62,6 @@ def test_the_registered_numbers_are_their_sources_every_run(registry, every_run)
     assert not problems, f"{REWRITE}\n" + "\n".join(map(str, problems))
 
 
-@pytest.mark.slow
-def test_the_validation_page_is_what_the_report_writes(tmp_path):
-    # docs/validation.md's tables are generated (docs/numbers/validation.yaml): the report, made
-    # again, writes the same page but for the wall times it took, which are the machine's. Its
-    # runs are cached; made cold, on two cores, it takes most of an hour.
-    import re
-
-    from simapf.calibrate.report import REPORT, generate
-
-    out = tmp_path / "validation.md"
-    generate(out=out, n_jobs=2)
-
-    def wall_times_out(text: str) -> str:
-        return re.sub(r"took [0-9.,]+ s\b", "took … s", text)
-
-    assert wall_times_out(out.read_text(encoding="utf-8")) == wall_times_out(REPORT.read_text(encoding="utf-8")), (
-        "docs/validation.md is not what the report writes: python -m simapf.calibrate.report")
-
-
 def test_every_registered_run_is_used_and_every_document_has_a_registry(registry):
     used = "\n".join(v for e in registry.entries for v in (*e.values, e.holds or ""))
     used += "\n".join(g.value or "" for g in registry.generated)

@@ -177,3 +177,40 @@ def test_make_says_which_figure_runs_and_how_long_each_took(tmp_path):
     # With the runs each figure rests on (the result cache is off in the suite: test_cache.py).
     assert re.fullmatch(r"figure 1/2 memory: 1 run, \d+ s \(\d+ s so far\)", said[1]), said[1]
     assert re.fullmatch(r"figure 2/2 policies: 4 runs, \d+ s \(\d+ s so far\)", said[3]), said[3]
+
+
+def test_check_says_stale_after_the_models_source_changes(tmp_path, monkeypatch):
+    """The figure rests on the model's code too: the same digest of its source the result cache
+    keys its runs on (simapf.jobs.cache.source_digest)."""
+    from simapf.jobs import cache
+
+    spec = _project(tmp_path)
+    make(spec, tmp_path / "figs", only=["memory"])
+    record = json.loads((tmp_path / "figs" / "memory.provenance.json").read_text())
+    assert record["sources_sha256"] == cache.source_digest()
+    assert check(tmp_path / "figs") == [("memory", "current")]
+
+    monkeypatch.setattr(cache, "source_digest", lambda: "0" * 64)  # as after an edit to simapf/server/memory.py
+    assert check(tmp_path / "figs") == [("memory", "stale: its model's source changed")]
+    monkeypatch.undo()
+
+    # A figure made before the digest was recorded cannot be told current.
+    del record["sources_sha256"]
+    (tmp_path / "figs" / "memory.provenance.json").write_text(json.dumps(record))
+    assert check(tmp_path / "figs") == [("memory", "stale: its model's source changed")]
+
+
+def test_the_source_digest_follows_an_edit_to_the_model(tmp_path):
+    """An edit to a copy of the package's model changes the digest; one to a module that only
+    draws does not (those change no number a figure shows)."""
+    from simapf.jobs import cache
+
+    copy = tmp_path / "simapf"
+    shutil.copytree(cache.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    before = cache.source_digest(copy)
+    style = copy / "outputs" / "style.py"
+    style.write_text(style.read_text() + "\n# a comment\n")
+    assert cache.source_digest.__wrapped__(copy) == before
+    memory = copy / "server" / "memory.py"
+    memory.write_text(memory.read_text() + "\n# a comment\n")
+    assert cache.source_digest.__wrapped__(copy) != before

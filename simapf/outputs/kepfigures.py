@@ -28,7 +28,7 @@ A spec lists figures; each says what to run and what to draw:
 Every figure is written as PNG, SVG and PDF at a KEP's size (8 x 4.5 inches per panel row, 100
 dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.outputs.style), with units on every
 axis and the scenario's events shaded. Its provenance (simapf.outputs.provenance: version, commit,
-hashes of the resolved scenario and the calibration, seeds, replications) goes into each
+hashes of the resolved scenario, the calibration and the model's source, seeds, replications) goes into each
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
 same spec and seeds give byte-identical PNG and SVG files.
@@ -185,10 +185,24 @@ def _scenario(fig: TimeseriesFigure | PoliciesFigure, base: Path):
     return load_scenario(path, fig.set)
 
 
+# What every figure rests on, whatever its kind: `--check` finds a figure stale when one is
+# missing from its provenance (a figure made before it was recorded) or differs.
+RESTS_ON = ("scenario_sha256", "calibration_sha256", "sources_sha256")
+CHANGED = {"sources_sha256": "model's source"}  # how a verdict names what changed, where not by its key
+
+
 def inputs(fig: Figure, base: Path) -> dict[str, Any]:
-    """What a figure rests on, hashed without running anything: the resolved scenario (or sweep)
-    and the calibration. `--check` compares these with the figure's provenance."""
+    """What a figure rests on, hashed without running anything: the resolved scenario (or sweep),
+    the calibration, and the model's source (the digest the result cache keys its runs on,
+    `simapf.jobs.cache.source_digest`). `--check` compares these with the figure's provenance."""
+    from simapf.jobs.cache import source_digest
+
+    return {**_inputs(fig, base), "sources_sha256": source_digest()}
+
+
+def _inputs(fig: Figure, base: Path) -> dict[str, Any]:
     from simapf.outputs.provenance import canonical_sha256
+
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
@@ -630,7 +644,8 @@ def _seconds(s: float) -> str:
 
 def check(out_dir: str | Path) -> list[tuple[str, str]]:
     """Each figure of `out_dir` with its verdict: `current`, or why it is stale (its spec, its
-    figure, its scenario, its calibration or the measured data it overlays changed)."""
+    figure, its scenario, its calibration, the model's source or the measured data it overlays
+    changed)."""
     verdicts = []
     out = Path(out_dir)
     sides = sorted(out.glob("*.provenance.json"))
@@ -649,7 +664,7 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
             verdicts.append((name, f"stale: {spec_path.name} no longer has a figure {record.get('figure')!r}"))
             continue
         now = inputs(fig, base)
-        changed = [k.removesuffix("_sha256") for k in sorted(set(now) | {"scenario_sha256", "calibration_sha256"})
+        changed = [CHANGED.get(k, k.removesuffix("_sha256")) for k in sorted(set(now) | set(RESTS_ON))
                    if now.get(k) != record.get(k)]  # fmt: skip
         verdicts.append((name, "current" if not changed else f"stale: its {' and '.join(changed)} changed"))
     return verdicts

@@ -453,7 +453,8 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
     simapf figures figures/kep.yaml --out docs/figures; simapf figures --check docs/figures
 
     It first says how many runs the figures take and about how long; with --budget it stops
-    between figures, writes those made, and says the command (with --only) that makes the rest.
+    (inside a figure's runs too, those finished kept in the result cache), writes the figures
+    made, and says the command (with --only) that makes the rest.
     """
     from simapf.jobs.budget import BudgetReached
     from simapf.outputs import kepfigures

@@ -19,7 +19,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from simapf.jobs.budget import BUDGET_EXIT, Budget, BudgetReached, budget_problem, continue_command, run_within
+from simapf.jobs import budget as budgets
+from simapf.jobs.budget import BUDGET_EXIT, Budget, BudgetReached, Spent, budget_problem, continue_command
+from simapf.jobs.pool import run_each
 from simapf.cli import main
 
 # A few seconds of LISTs and GETs: a run takes a few hundredths of a second.
@@ -210,6 +212,45 @@ def test_figures_estimate_stop_between_figures_and_the_rest_make_the_same_bytes(
         assert (Path("stopped") / name).read_bytes() == (Path("whole") / name).read_bytes(), name
 
 
+def test_a_budget_stops_inside_a_figure_writes_those_made_and_keeps_its_runs_for_the_next_call(tmp_path, monkeypatch):
+    """A figure of many runs (the docs' validation figure: 330) is no unit a budget must wait
+    for: it stops between its runs, the figures before it are written, and the runs it
+    finished are in the result cache, so the call that goes on does not run them again."""
+    from simapf.jobs import cache
+    from simapf.outputs import kepfigures
+
+    monkeypatch.setenv("SIMAPF_NO_CACHE", "0")
+    monkeypatch.setenv("SIMAPF_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    spec = folder / "figures.yaml"
+    spec.write_text(yaml.safe_dump({"name": "inside", "figures": [
+        {"name": "memory", "kind": "timeseries", "scenario": "tiny.yaml", "metrics": ["memory"]},
+        {"name": "policies", "kind": "policies", "scenario": "tiny.yaml", "replications": 2,
+         "policies": ["upstream", "size-based", "constant:seats=4"]},
+    ]}))  # fmt: skip
+    ran = cache.tally.ran
+    # The budget ends once the time series' run and two of the policies figure's six are done.
+    budget = Budget(60.0, "1m", started=0.0, clock=lambda: 0.0 if cache.tally.ran - ran < 3 else 61.0)
+    lines: list[str] = []
+    with pytest.raises(BudgetReached) as stop:
+        kepfigures.make(spec, tmp_path / "out", budget=budget, log=lines.append)
+    assert (stop.value.done, stop.value.total) == (1, 2)
+    assert "kept in " in stop.value.summary() and "the runs of policies finished so far in the result cache" \
+        in stop.value.summary()  # fmt: skip
+    assert stop.value.resume == ("--only", "policies")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")) == \
+        ["memory.pdf", "memory.png", "memory.provenance.json", "memory.svg"]  # fmt: skip
+    assert cache.tally.ran - ran == 3
+    assert "figure 2/2 policies: stopped by the budget, 2 runs, kept in the result cache" in lines
+
+    lines.clear()
+    kepfigures.make(spec, tmp_path / "out", only=["policies"], log=lines.append)
+    assert any(line.startswith("figure 1/1 policies: 6 runs (2 from the cache), ") for line in lines), lines
+    assert (tmp_path / "out" / "policies.png").is_file() and (tmp_path / "out" / "memory.png").is_file()
+
+
 # ------------------------------------------------------------------------------ calibrate
 
 # Two rows of the measured experiment at 15 LISTs a second: six cells of a few hundredths of a second.
@@ -268,24 +309,46 @@ def test_the_continue_command_drops_the_budget_and_replaces_what_it_resumes_with
     assert continue_command(["sweep", "s.yaml"]) == ["sweep", "s.yaml"]
 
 
-def test_rounds_start_with_one_per_worker_and_the_first_always_runs():
+def test_in_this_process_runs_stop_between_runs_once_the_budget_is_spent_and_the_first_always_runs():
     clock = [0.0]
     budget = Budget(10.0, clock=lambda: clock[0])
-    handed: list[list[int]] = []
 
-    def run(tasks):
-        handed.append(tasks)
-        for t in tasks:
-            clock[0] += 1.0  # each run takes a second of the budget
-            yield t
+    def run(seconds):
+        clock[0] += seconds
+        return seconds
 
-    got = list(run_within(budget, list(range(100)), run, 2, seconds_of=lambda t: 1.0))
-    assert handed[0] == [0, 1]  # one per worker, timed, then as many as fit in half of what is left
-    assert len(handed[1]) == 8 and got == list(range(len(got))) and clock[0] >= 10
-    assert len(got) < 100
+    got = []
+    with budget.applied(), pytest.raises(Spent):
+        for _i, seconds in run_each(run, [4.0] * 10, workers=1):
+            got.append(seconds)
+    assert got == [4.0] * 3  # 4, 8: within; 12: past the end, so no fourth
     spent = Budget(1.0, clock=lambda: 5.0, started=0.0)
-    assert list(run_within(spent, [1, 2, 3], lambda ts: iter(ts), 1)) == [1]  # the first round, then no more
-    assert list(run_within(Budget(), [1, 2, 3], lambda ts: iter(ts), 1)) == [1, 2, 3]
+    with spent.applied(), pytest.raises(Spent):
+        assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1]  # something gets done
+    # Without a budget, or in a unit held whole, every run is done.
+    assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1, 2, 3]
+    with spent.applied(), budgets.held():
+        assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1, 2, 3]
+
+
+def test_on_workers_the_budget_stops_the_runs_keeping_those_done_and_abandons_one_past_its_grace(monkeypatch):
+    """No run starts once the budget is spent; one under way past the budget's grace is given
+    up (its worker stopped), and every run finished before is handed over first."""
+    import time
+
+    monkeypatch.setattr(budgets, "OVERRUN_MIN_S", 2.0)  # a grace of 1 s
+    list(run_each(time.sleep, [0.0, 0.0], workers=2))  # the workers started, as a command's would be
+    budget = Budget(1.5)
+    got = []
+    began = time.monotonic()
+    with budget.applied(), pytest.raises(Spent):
+        for i, _none in run_each(time.sleep, [0.3, 0.3, 0.3, 120.0, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], workers=2):
+            got.append(i)
+    took = time.monotonic() - began
+    assert 3 <= len(got) < 9 and 3 not in got, got  # the long run is never handed over
+    assert took < 1.5 + 1.0 + 1.0, took  # the budget, its grace, and stopping the workers
+    # The workers are started again for the next work.
+    assert sorted(i for i, _none in run_each(time.sleep, [0.0, 0.0, 0.0], workers=2)) == [0, 1, 2]
 
 
 def test_a_budget_stop_says_what_is_done_and_left():

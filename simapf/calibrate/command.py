@@ -13,20 +13,24 @@ only), and writes the new record to `--out` with its Jacobian beside it (`<out s
 which says where its finite differences were taken if not at the record's values).
 
 It first says how many runs the fit takes at most and about how long (simapf.jobs.estimate). With a
-time budget (simapf.jobs.budget) the fit stops between grid evaluations once the budget is spent,
-and writes nothing to `--out`: the best point so far goes, as a whole record marked unfinished
-(`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml` with the fit's last
-Jacobian beside it, and the fit goes on from there with `--start` that record (and the
-iterations left). A fit always does one iteration before its budget can stop it.
+time budget (simapf.jobs.budget) the fit stops once the budget is spent, inside a grid evaluation
+too when the result cache keeps the cells it finished (else between grid evaluations, once it
+has done an iteration), and writes nothing to `--out`: the best point so far goes, as a whole
+record marked unfinished (`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml`
+with the fit's last Jacobian beside it, and the fit goes on from there with `--start` that
+record (and the iterations left). Stopped before its first iteration, it writes nothing at all:
+the same command goes on, its cells done read from the result cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.jobs.budget import Budget
+from simapf.jobs import cache
+from simapf.jobs.budget import Budget, Spent
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
 from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
@@ -143,9 +147,16 @@ def calibrate(
         if announce is not None:
             announce(_estimate_line(rows, params, setup, len(free), given is not None, max_iterations, workers,
                                     timings.get(grid_key), budget))  # fmt: skip
-        result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
-                     progress=progress, log=log, given=given, loss=loss,
-                     noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor, budget=budget)  # fmt: skip
+        # Inside a grid evaluation only where the cells it finished are kept for the next call.
+        inside = budget.applied() if cache.active() is not None else contextlib.nullcontext()
+        try:
+            with inside:
+                result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
+                             progress=progress, log=log, given=given, loss=loss,
+                             noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor, budget=budget)  # fmt: skip
+        except Spent:
+            raise budget.reached("calibrate", 0, max_iterations, "iterations",
+                                 kept="the result cache (the cells it ran)") from None
         if result.evaluations:
             timings.put(grid_key, result.wall_s / result.evaluations)
     section = result.fit_section()

@@ -12,10 +12,9 @@ holds (simapf.jobs.cache) is not run again.
 
 from __future__ import annotations
 
+import functools
 from contextlib import ExitStack
 from typing import Any, Callable, Iterable, Iterator
-
-from joblib import Parallel, delayed
 
 from simapf.calibrate.data import Cell
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
@@ -95,9 +94,7 @@ class Simulator:
             n = n_jobs or cpu_count()
             backend = Backend("joblib", n) if n > 1 else Backend("serial", 1)
         self.backend = backend
-        workers = backend.workers or cpu_count()
-        parallel = backend.kind == "joblib" and workers > 1
-        self._pool = Parallel(n_jobs=workers, return_as="generator_unordered") if parallel else None
+        self._workers = 1 if backend.kind == "serial" else backend.workers or cpu_count()
         self._client: Any = None
         self._resources = ExitStack()
 
@@ -110,7 +107,7 @@ class Simulator:
         self.close()
 
     def close(self) -> None:
-        """Disconnect from Dask (and stop a local cluster); joblib's pool needs nothing."""
+        """Disconnect from Dask (and stop a local cluster); local workers need nothing."""
         self._client = None
         self._resources.close()
 
@@ -138,24 +135,14 @@ class Simulator:
         return out
 
     def _batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
-        """The results of each batch, in whatever order they finish."""
+        """The results of each batch, in whatever order they finish (simapf.jobs.pool, which a
+        time budget stops)."""
+        from simapf.jobs.pool import run_each, run_on_dask
+
+        run = functools.partial(_run_batch, params=params, setup=setups)
         if self.backend.kind == "dask":
-            return self._dask_batches(batches, params, setups)
-        if self._pool is None:
-            return (_run_batch(b, params, setups) for b in batches)
-        return self._pool(delayed(_run_batch)(b, params, setups) for b in batches)
-
-    def _dask_batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
-        client = self._connect()
-        from distributed import as_completed
-
-        futures = client.map(_run_batch, batches, params=params, setup=setups, pure=False)
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-                future.release()
-        finally:
-            client.cancel([f for f in futures if not f.done()])
+            return (out for _i, out in run_on_dask(self._connect(), run, batches))
+        return (out for _i, out in run_each(run, batches, self._workers))
 
     def _connect(self) -> Any:
         if self._client is None:

@@ -34,9 +34,11 @@ came from, so `simapf figures --check DIR` can tell whether the figures are stil
 same spec and seeds give byte-identical PNG and SVG files.
 
 Before the first figure, `make` says how many runs the figures take and about how long
-(simapf.jobs.estimate). With a time budget (simapf.jobs.budget) it stops between figures once the budget
-is spent: the figures made so far are written (the directory's other figures are kept, as with
-`--only`), and the figures left are made by the same command with `--only` each of them.
+(simapf.jobs.estimate). With a time budget (simapf.jobs.budget) it stops once the budget is spent,
+inside a figure's runs too (those finished are kept in the result cache, so the next call does
+not run them again; with the cache off, between figures): the figures made so far are written
+(the directory's other figures are kept, as with `--only`), and the figures left are made by
+the same command with `--only` each of them.
 
 The simulations a figure rests on are read from the result cache (simapf.jobs.cache) when it holds
 them, so redrawing figures after a change of style runs none again; each figure's log line
@@ -45,6 +47,7 @@ says how many of its runs came from the cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -505,6 +508,10 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
     return paths + [side]
 
 
+DRAW = {TimeseriesFigure: draw_timeseries, PoliciesFigure: draw_policies, SweepFigure: draw_sweep,
+        CalibrationFigure: draw_calibration, ValidationFigure: draw_validation}  # fmt: skip
+
+
 def planned_runs(fig: Figure, base: Path) -> Any:
     """The runs a figure rests on, as a `simapf.jobs.estimate.Stage` (for the estimate of its time)."""
     from simapf.jobs.estimate import Runs, Stage
@@ -544,11 +551,12 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
 
     `announce`: called, before the first figure, with a line that says how many runs the
     figures take and about how long (simapf.jobs.estimate). `budget` (simapf.jobs.budget.Budget): once it
-    is spent, make no more figures (the one being made is finished), write those made, and raise
+    is spent, stop (inside a figure's runs, those finished kept in the result cache; with the
+    cache off, once the figure being made is finished), write the figures made, and raise
     `simapf.jobs.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
     rest."""
     from simapf.jobs import cache
-    from simapf.jobs.budget import Budget
+    from simapf.jobs.budget import Budget, Spent
     from simapf.files import output_directory
     from simapf.outputs.provenance import build_record
 
@@ -572,11 +580,15 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     out = Path(out_dir)
     written: list[Path] = []
     left: list[Figure] = []
+    cut = None  # the figure a budget stopped inside, if it did
+    # A budget stops inside a figure only where the runs it finished are kept for the next
+    # call (the result cache); without it, between figures.
+    inside = budget.applied() if cache.active() is not None else contextlib.nullcontext()
     # Making some of the figures updates them and keeps the others; so does a budget's stop.
     started = time.monotonic()
-    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp:
+    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp, inside:
         for i, f in enumerate(wanted, 1):
-            if i > 1 and budget.spent():  # every call makes one figure at least: it always gets on
+            if budget.may_stop():  # every call gets something done: it always gets on
                 left = wanted[i - 1 :]
                 break
             # Which figure runs now and how long each took: one may take minutes (its
@@ -584,27 +596,27 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
             began = time.monotonic()
             runs_before = cache.tally.snapshot()
-            if isinstance(f, TimeseriesFigure):
-                fig, seeds, reps = draw_timeseries(f, base)
-            elif isinstance(f, PoliciesFigure):
-                fig, seeds, reps = draw_policies(f, base)
-            elif isinstance(f, SweepFigure):
-                fig, seeds, reps = draw_sweep(f, base)
-            elif isinstance(f, CalibrationFigure):
-                fig, seeds, reps = draw_calibration(f, base)
-            else:
-                fig, seeds, reps = draw_validation(f, base)
+            try:
+                fig, seeds, reps = DRAW[type(f)](f, base)
+            except Spent:
+                log(f"figure {i}/{len(wanted)} {f.name}: stopped by the budget, {_runs_since(runs_before)}kept in the "
+                    "result cache")  # fmt: skip
+                left = wanted[i - 1 :]
+                cut = f.name
+                break
             # The spec is recorded relative to the figures' directory, so a checkout elsewhere
             # (or a clone of the repository) can still check them.
             spec_rel = os.path.relpath(Path(spec_path).resolve(), out.resolve())
             record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
+            budget.progressed()
             log(f"figure {i}/{len(wanted)} {f.name}: {_runs_since(runs_before)}{_seconds(time.monotonic() - began)} "
                 f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
     if left:
         resume = [a for f in left for a in ("--only", f.name)]
-        raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=str(out),
+        kept = str(out) + (f", the runs of {cut} finished so far in the result cache" if cut else "")
+        raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=kept,
                              resume=resume)  # fmt: skip
     return written
 

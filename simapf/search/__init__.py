@@ -11,9 +11,9 @@ scenario and seed at the best objective (a p99 latency, say), found with Optuna.
     simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt", budget="10m")  # then goes on
 
 A search given a time budget (simapf.jobs.budget) stops once it is spent: during the compared
-settings' runs, between runs; during the search, between batches of trials (every trial asked
-is told), with the sampler's state in the study, so that the same call goes on from there and
-finds what a search never stopped finds.
+settings' runs, inside them (every run finished is kept); during the search, between batches of
+trials (every trial asked is told), with the sampler's state in the study, so that the same call
+goes on from there and finds what a search never stopped finds.
 
 The package is `search`, not `optimize`, so that importing it never replaces the function
 `simapf.optimize` with a module.

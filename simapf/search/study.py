@@ -9,8 +9,9 @@ A run is known by what it simulates, so the same scenario and seed asked for by 
 a compared setting) runs once; with a result directory every finished run is written to `runs/`
 (the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
 
-A time budget (simapf.jobs.budget) stops a search between runs of the compared settings, or between
-batches of trials, never inside one, so that every trial asked for has been told. The sampler's
+A time budget (simapf.jobs.budget) stops a search inside the runs of the compared settings (every run
+finished is kept), or between batches of trials, never inside one (`held`), so that every trial
+asked for has been told. The sampler's
 random state goes into the study when it stops (`save_sampler`) and is taken up again when the
 search goes on (`restore_sampler`): the trials after a budget stop are those a search never
 stopped would have asked for.
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from simapf.version import __version__
-from simapf.jobs.budget import Budget, run_within
+from simapf.jobs import budget as budgets
+from simapf.jobs.budget import Budget
 from simapf.errors import ConfigError, SimapfError
 from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task
 from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
@@ -54,7 +56,7 @@ class Stopped(Exception):
 class Evaluator:
     """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`);
     each run's time goes into `timings` (simapf.jobs.estimate). The runs of the compared settings stop
-    between runs once `budget` is spent, handed to `workers` in rounds (simapf.jobs.budget.run_within)."""
+    once `budget` is spent (simapf.jobs.pool); a batch of trials' runs finish whole."""
 
     def __init__(self, loaded: LoadedOptimization, run: Callable[[Sequence[RunTask]], Iterator[dict]],
                  runs_dir: Path | None, budget: Budget | None = None, workers: int = 1,
@@ -85,20 +87,20 @@ class Evaluator:
         only while the budget lasts (else `Stopped`)."""
         todo = self.todo(tasks)
         by_id = {t.key["run_id"]: t for t in todo}
-        rows = run_within(self.budget, todo, self.run, self.workers, lambda row: row["wall_s"]) if budgeted \
-            else self.run(todo)
         ran = 0
-        for row in rows:
-            if self.runs_dir is not None:
-                store.write_run(self.runs_dir, row)
-            if self.timings is not None:
-                self.timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
-            self.rows[row["run_id"]] = row
-            self.ran += 1
-            ran += 1
-            self.on_run()
-        if ran < len(todo):
-            raise Stopped(len(tasks) - len(todo) + ran, len(tasks))
+        try:
+            with self.budget.applied() if budgeted else budgets.held():
+                for row in self.run(todo):
+                    if self.runs_dir is not None:
+                        store.write_run(self.runs_dir, row)
+                    if self.timings is not None:
+                        self.timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
+                    self.rows[row["run_id"]] = row
+                    self.ran += 1
+                    ran += 1
+                    self.on_run()
+        except budgets.Spent:
+            raise Stopped(len(tasks) - len(todo) + ran, len(tasks)) from None
         return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
 
     def todo(self, tasks: list[RunTask]) -> list[RunTask]:
@@ -231,13 +233,14 @@ def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool, budget: 
     bar = progress_bar(max(n_trials, done), loaded.name, "trials", progress, initial=done)
     try:
         while done < n_trials:
-            if budget.spent() and ev.ran > 0:  # once this call has run something: it always gets on
+            if budget.may_stop():  # once this call has done something: it always gets on
                 save_sampler(study, done)
                 raise budget.reached(f"optimize {loaded.name}", done, n_trials, "trials", kept=kept if ev.rows else None,
                                      left_s=_trials_left_s(ev, n_trials - done))  # fmt: skip
             batch = [study.ask(space) for _ in range(min(loaded.spec.batch, n_trials - done))]
             for trial in _run_batch(optuna, study, ev, batch):
                 bar.update(1)
+            budget.progressed()
             done = finished_trials(optuna, study)
     finally:
         bar.close()

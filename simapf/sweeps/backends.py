@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf.version import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.sweeps.measure import RunTask, cached_rows, execute, execute_at
+from simapf.sweeps.measure import RunTask, cached_rows, execute
 
 
 CONNECT_TIMEOUT = "30s"  # how long to keep trying a Dask scheduler that does not answer
@@ -73,14 +73,12 @@ def run_tasks(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
 
 
 def _indexed(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
-    """(index, row) of `tasks`, as they finish."""
-    if not tasks:
-        return iter(())
-    if backend.kind == "serial":
-        return (execute_at(i, t) for i, t in enumerate(tasks))
-    if backend.kind == "joblib":
-        return _joblib(tasks, backend.workers or cpu_count())
-    return _dask(tasks, backend)
+    """(index, row) of `tasks`, as they finish (simapf.jobs.pool, which a time budget stops)."""
+    from simapf.jobs.pool import run_each
+
+    if backend.kind == "dask":
+        return _dask(tasks, backend)
+    return run_each(execute, tasks, 1 if backend.kind == "serial" else backend.workers or cpu_count())
 
 
 def release_workers() -> None:
@@ -93,16 +91,6 @@ def release_workers() -> None:
     from joblib.externals.loky import get_reusable_executor
 
     get_reusable_executor().shutdown(wait=True)
-
-
-def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[tuple[int, dict]]:
-    from joblib import Parallel, delayed
-
-    workers = min(workers, len(tasks))
-    # batch_size=1: a run is seconds of work, and a finished run should reach disk at once,
-    # not wait for the rest of its batch.
-    parallel = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered", batch_size=1)
-    yield from parallel(delayed(execute_at)(i, t) for i, t in enumerate(tasks))
 
 
 @contextmanager
@@ -122,27 +110,19 @@ def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dic
 
 
 def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]]:
-    from distributed import as_completed  # importable once dask_client has started
+    from simapf.jobs.pool import run_on_dask
 
     # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
     # that share a scheduler from sharing (or cancelling) each other's futures.
     token = uuid.uuid4().hex[:8]
     keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
-    futures = client.map(execute, list(tasks), key=keys, pure=False)
-    index = {future.key: i for i, future in enumerate(futures)}
-    try:
-        for future in as_completed(futures):
-            row = future.result()
-            if row.get("simapf_version") != __version__:
-                raise SimapfError(
-                    f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
-                    "install the same version on the workers"
-                )
-            i = index[future.key]
-            future.release()
-            yield i, row
-    finally:
-        client.cancel([f for f in futures if not f.done()])
+    for i, row in run_on_dask(client, execute, tasks, keys):
+        if row.get("simapf_version") != __version__:
+            raise SimapfError(
+                f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
+                "install the same version on the workers"
+            )
+        yield i, row
 
 
 @contextmanager

@@ -174,11 +174,6 @@ def execute(task: RunTask) -> dict[str, Any]:
     return row
 
 
-def execute_at(index: int, task: RunTask) -> tuple[int, dict[str, Any]]:
-    """`execute`, with the task's index: rows come back in whatever order runs finish."""
-    return index, execute(task)
-
-
 class ListSeats:
     """Seats of the LISTs APF dispatched, tallied as they complete (no per-request records)."""
 

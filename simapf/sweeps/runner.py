@@ -7,8 +7,8 @@
 
 With an output directory, every finished run is written there at once (see `store`), and calling
 `sweep` again with the same directory resumes: runs already there are not run again. So a sweep
-given a time budget (simapf.jobs.budget) stops between runs once it is spent, and the same call
-without it (or with another) goes on from there.
+given a time budget (simapf.jobs.budget) stops once it is spent, keeping every run finished, and
+the same call without it (or with another) goes on from there.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.version import __version__
-from simapf.jobs.budget import Budget, run_within
+from simapf.jobs.budget import Budget, Spent
 from simapf.errors import ConfigError, SimapfError
 from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task, recorded
 from simapf.sweeps import store
@@ -64,7 +64,7 @@ def sweep(
     Dask workers (other machines, other people's) only with `allow_user_code`.
 
     `budget` (a `simapf.jobs.budget.Budget`, or a duration such as "10m" counted from now): stop
-    between runs once it is spent, raising `simapf.jobs.budget.BudgetReached`; the runs finished are
+    once it is spent (simapf.jobs.pool), raising `simapf.jobs.budget.BudgetReached`; the runs finished are
     in `out` (which a budget needs), and calling `sweep` again goes on from there. `announce`:
     called, before any run, with a line that says how many runs are left and how long they
     should take (`simapf.jobs.estimate`; it times a short pilot of the scenarios when no earlier
@@ -227,18 +227,23 @@ def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order
         todo = [tasks[rid] for rid in order if rid not in tables]
         workers = chosen.workers or cpu_count()
         ran = 0
+        finished: set[str] = set()
         with recorded() as timings, session(chosen) if todo else _no_session() as run:
             if announce is not None and todo:
                 announce(_estimate_line(loaded, todo, len(order), chosen, budget, timings))
-            rows = run_within(budget, todo, run, workers, lambda row: row["wall_s"])
-            for row in with_progress(rows, len(order), skipped, loaded.name, progress):
-                store.write_run(out, row)
-                timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
-                ran += 1
+            try:
+                with budget.applied():
+                    for row in with_progress(run(todo), len(order), skipped, loaded.name, progress):
+                        store.write_run(out, row)
+                        timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
+                        finished.add(row["run_id"])
+                        ran += 1
+            except Spent:
+                pass
         if ran < len(todo):
             left = len(todo) - ran
             raise budget.reached(f"sweep {loaded.name}", len(order) - left, len(order), "runs",
-                                 kept=str(out) if skipped + ran else None, left_s=_left_s(timings, todo[ran:], workers))
+                                 kept=str(out) if skipped + ran else None, left_s=_left_s(timings, [t for t in todo if t.key["run_id"] not in finished], workers))
         # Read back what is on disk: the table is what load_sweep(out) will give, whoever wrote it.
         for rid in order:
             if rid not in tables:

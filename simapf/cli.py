@@ -537,7 +537,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     directory; run it again after an interruption and it resumes where it stopped. Prints the
     key metrics per combination (with --uncertainty N, their intervals); load everything with
     simapf.load_sweep(DIR). It first says how many runs are left and about how long they take
-    (timed by a short pilot, or by their last runs); with --budget it stops between runs.
+    (simapf.jobs.estimate); with --budget it stops once it is spent, keeping every run finished.
     """
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep

@@ -44,7 +44,7 @@ MAX_CALLS = 20
 
 @pytest.fixture(autouse=True)
 def own_state(tmp_path, monkeypatch):
-    """Each test's timings start empty: its estimates come from a pilot."""
+    """Each test's machine has no pace yet: its first estimate measures one (a reference run)."""
     monkeypatch.setenv("SIMAPF_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
 
@@ -61,7 +61,7 @@ def assert_estimate_first(res, what: str) -> None:
     """The first line on stderr is the estimate: runs, a time and the workers, and its source."""
     first = stderr_lines(res)[0]
     assert first.startswith(f"simapf: {what}") and " runs" in first and "~" in first and " worker" in first, first
-    assert "pilot: the first simulated seconds" in first or "timing" in first, first
+    assert "(model: the runs' size at this machine's pace, from " in first, first
 
 
 def continue_args(res) -> list[str]:
@@ -126,13 +126,25 @@ def test_a_sweep_estimates_stops_under_its_budget_and_resumes_to_the_same_result
     assert calls[-1].stdout.split("\n", 1)[1] == whole.stdout.split("\n", 1)[1]
 
 
-def test_timings_of_finished_runs_replace_the_pilot(tmp_path):
+def test_the_runs_of_a_command_teach_the_next_its_pace_and_a_stop_estimates_what_the_next_call_does(tmp_path):
+    """One model: what is left when a budget stops the work is what the call that goes on
+    estimates, at the pace the runs before it took."""
+    import json
+    import re
+
     path = write_sweep(tmp_path / "in")
-    assert simapf("sweep", path, "--out", "a").exit_code == 0
-    again = simapf("sweep", path, "--out", "b")
-    assert again.exit_code == 0
-    assert "(last runs' timings)" in stderr_lines(again)[0]
-    assert (tmp_path / "state" / "timings.json").is_file()
+    first = simapf("sweep", path, "--out", "stopped", "--budget", SPENT)
+    assert first.exit_code == BUDGET_EXIT, first.output
+    assert "from a reference run here)" in stderr_lines(first)[0]
+    observed = json.loads((tmp_path / "state" / "pace.json").read_text())["observed"]
+    done = len(list(Path("stopped").glob("run-*.parquet")))
+    assert len(observed) == 1 + done  # the reference run, then every run the sweep did
+    left = re.search(r"left \(~([^)]+)\)", first.stderr)
+    assert left, first.stderr
+
+    again = simapf(*continue_args(first), "--budget", SPENT)
+    line = stderr_lines(again)[0]
+    assert f"from {1 + done} runs here)" in line and f"~{left.group(1)} on 1 worker " in line, (first.stderr, line)
 
 
 # ------------------------------------------------------------------------------ optimize
@@ -283,7 +295,9 @@ def test_a_fit_estimates_stops_under_its_budget_writes_an_unfinished_record_and_
     done = yaml.safe_load(Path("fit.yaml").read_text())
     assert "unfinished" not in done["fit"]
     assert done["data"]["rows"] == 2 and Path("fit.jacobian.json").is_file()
-    assert "last fit's grid evaluations here" in stderr_lines(calls[-1])[0]
+    # The fit that goes on expects as many grid evaluations as the stopped one took, at the pace
+    # the runs before it took here.
+    assert "as the start's own fit took" in stderr_lines(calls[-1])[0] and " runs here)" in stderr_lines(calls[-1])[0]
 
 
 def test_a_report_takes_no_budget(tmp_path):

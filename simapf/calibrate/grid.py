@@ -95,6 +95,7 @@ class Simulator:
             backend = Backend("joblib", n) if n > 1 else Backend("serial", 1)
         self.backend = backend
         self._workers = 1 if backend.kind == "serial" else backend.workers or cpu_count()
+        self._costs: dict[tuple[int, int], float] = {}  # a cell's cost (simapf.jobs.estimate), by (row, seats)
         self._client: Any = None
         self._resources = ExitStack()
 
@@ -140,9 +141,22 @@ class Simulator:
         from simapf.jobs.pool import run_each, run_on_dask
 
         run = functools.partial(_run_batch, params=params, setup=setups)
+        each = self._batch_costs(batches, params, setups)
         if self.backend.kind == "dask":
-            return (out for _i, out in run_on_dask(self._connect(), run, batches))
-        return (out for _i, out in run_each(run, batches, self._workers))
+            return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each))
+        return (out for _i, out in run_each(run, batches, self._workers, each))
+
+    def _batch_costs(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> list[float]:
+        """Each batch's cost: its cells' (each cell's taken once: a fit's steps hardly change it)."""
+        from simapf.calibrate.scenario import scenario_for
+        from simapf.jobs.estimate import cost
+        from simapf.scenario import load_scenario
+
+        for batch in batches:
+            for k, c in batch:
+                if (c.row.index, c.seats) not in self._costs:
+                    self._costs[(c.row.index, c.seats)] = cost(load_scenario(scenario_for(c, params[k], setups[k])))
+        return [sum(self._costs[(c.row.index, c.seats)] for _k, c in batch) for batch in batches]
 
     def _connect(self) -> Any:
         if self._client is None:

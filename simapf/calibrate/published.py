@@ -518,6 +518,17 @@ def _run_task(task: tuple, base: str, draws: Any) -> dict[str, Any]:
     return _run_one(scenario, overrides, sorted(readings), base, seed_offset, draws, draw)
 
 
+def _costs(tasks: list, base: str) -> list[float]:
+    """Each task's cost (simapf.jobs.estimate): its scenario's, whatever its seed or draw."""
+    from simapf.jobs.estimate import cost
+
+    by_run: dict[tuple[str, str], float] = {}
+    for (s, o), _rs, _k, _d in tasks:
+        if (s, o) not in by_run:
+            by_run[(s, o)] = cost(_load(s, base, json.loads(o)))
+    return [by_run[key] for key, _rs, _k, _d in tasks]
+
+
 def _run_scenario(scenario: str, overrides: str, base: str, seed_offset: int = 0, draws: Any = None,
                   draw: int = 0):  # fmt: skip
     """The loaded scenario of one run of the table (see `_run_one`)."""
@@ -636,7 +647,7 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     from simapf.jobs.pool import run_each
 
     run = functools.partial(_run_task, base=str(base), draws=draws)
-    outputs = (out for _i, out in run_each(run, todo, n))
+    outputs = (out for _i, out in run_each(run, todo, n, _costs(todo, str(base))))
     for out in itertools.chain(cached, _kept(outputs, keys)):
         done.setdefault((out["key"], out["draw"] or 0), []).append(out)
         if progress:

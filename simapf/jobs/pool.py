@@ -19,6 +19,8 @@ budget ends.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import functools
 import os
 import time
 from typing import Any, Callable, Iterator, Sequence
@@ -30,24 +32,45 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
                "NUMEXPR_NUM_THREADS")  # fmt: skip
 
 
-def run_each(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 1) -> Iterator[tuple[int, Any]]:
+def run_each(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 1,
+             costs: Sequence[float | None] | None = None) -> Iterator[tuple[int, Any]]:  # fmt: skip
     """`(i, fn(items[i]))` for every item, as each finishes: in this process for one worker,
     else in `workers` local processes. Raises `Spent` (after the finished ones) when the budget
-    applied stops the work."""
+    applied stops the work. `costs`: each item's cost (simapf.jobs.estimate.cost), so that its
+    time teaches the estimates this machine's pace."""
     if not items:
         return iter(())
+    timed = functools.partial(_timed, fn)
     if workers <= 1:
-        return _here(fn, items)
-    return _drain(_Local(workers), fn, items, min(workers, len(items)))
+        return _observed(_here(timed, items), costs)
+    return _observed(_drain(_Local(workers), timed, items, min(workers, len(items))), costs)
 
 
-def run_on_dask(client: Any, fn: Callable[[Any], Any], items: Sequence[Any],
-                keys: Sequence[str] | None = None) -> Iterator[tuple[int, Any]]:  # fmt: skip
+def run_on_dask(client: Any, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[str] | None = None,
+                costs: Sequence[float | None] | None = None) -> Iterator[tuple[int, Any]]:  # fmt: skip
     """`run_each` on a Dask client's cluster, every item submitted at once (its scheduler shares
     them out); `keys` name the tasks (on its dashboard)."""
     if not items:
         return iter(())
-    return _drain(_Dask(client, keys), fn, items, len(items))
+    return _observed(_drain(_Dask(client, keys), functools.partial(_timed, fn), items, len(items)), costs)
+
+
+def _timed(fn: Callable[[Any], Any], item: Any) -> tuple[float, Any]:
+    """(seconds, fn(item)), timed where it runs."""
+    began = time.perf_counter()
+    result = fn(item)
+    return time.perf_counter() - began, result
+
+
+def _observed(results: Iterator[tuple[int, tuple[float, Any]]], costs: Sequence[float | None] | None,
+              ) -> Iterator[tuple[int, Any]]:  # fmt: skip
+    from simapf.jobs.estimate import observe
+
+    with contextlib.closing(results):  # closed early too: the runs under way are abandoned at once
+        for i, (seconds, result) in results:
+            if costs is not None:
+                observe(costs[i], seconds)
+            yield i, result
 
 
 def _here(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:

@@ -538,8 +538,7 @@ def planned_runs(fig: Figure, base: Path) -> Any:
         from simapf.scenario import load_scenario
 
         params, setup, _record = load_params()
-        return Stage([Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(load_rows())],
-                     cpu_count())  # fmt: skip
+        return Stage([Runs(load_scenario(scenario_for(c, params, setup))) for c in cells(load_rows())], cpu_count())
     from simapf.calibrate.published import table_runs
 
     return Stage([Runs(loaded, n) for loaded, n in table_runs()], cpu_count())
@@ -557,6 +556,7 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     rest."""
     from simapf.jobs import cache
     from simapf.jobs.budget import Budget, Spent
+    from simapf.jobs.estimate import recorded
     from simapf.files import output_directory
     from simapf.outputs.provenance import build_record
 
@@ -586,7 +586,8 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     inside = budget.applied() if cache.active() is not None else contextlib.nullcontext()
     # Making some of the figures updates them and keeps the others; so does a budget's stop.
     started = time.monotonic()
-    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp, inside:
+    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp, inside, \
+            recorded() as pace:  # fmt: skip
         for i, f in enumerate(wanted, 1):
             if budget.may_stop():  # every call gets something done: it always gets on
                 left = wanted[i - 1 :]
@@ -617,8 +618,19 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
         resume = [a for f in left for a in ("--only", f.name)]
         kept = str(out) + (f", the runs of {cut} finished so far in the result cache" if cut else "")
         raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=kept,
-                             resume=resume)  # fmt: skip
+                             left_s=_left_s(left, base, pace), resume=resume)  # fmt: skip
     return written
+
+
+def _left_s(left: list[Figure], base: Path, pace: Any) -> float | None:
+    """About how long the figures left take (the runs the cache holds counted as any other)."""
+    from simapf.errors import SimapfError
+    from simapf.jobs.estimate import estimate
+
+    try:
+        return estimate([planned_runs(f, base) for f in left], pace).seconds
+    except SimapfError:
+        return None
 
 
 def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce) -> None:

@@ -30,6 +30,11 @@ class Backend:
     workers: int | None = None
     address: str | None = None
 
+    def at_once(self) -> int:
+        """How many runs it executes at once (a scheduler's cluster: as many as it was asked for,
+        else this machine's cores)."""
+        return 1 if self.kind == "serial" else self.workers or cpu_count()
+
     def describe(self) -> str:
         if self.kind == "serial":
             return "serial (this process)"
@@ -78,7 +83,7 @@ def _indexed(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, 
 
     if backend.kind == "dask":
         return _dask(tasks, backend)
-    return run_each(execute, tasks, 1 if backend.kind == "serial" else backend.workers or cpu_count())
+    return run_each(execute, tasks, backend.at_once(), [t.cost for t in tasks])
 
 
 def release_workers() -> None:
@@ -116,7 +121,7 @@ def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]
     # that share a scheduler from sharing (or cancelling) each other's futures.
     token = uuid.uuid4().hex[:8]
     keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
-    for i, row in run_on_dask(client, execute, tasks, keys):
+    for i, row in run_on_dask(client, execute, tasks, keys, [t.cost for t in tasks]):
         if row.get("simapf_version") != __version__:
             raise SimapfError(
                 f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "

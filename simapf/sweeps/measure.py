@@ -67,6 +67,7 @@ class RunTask:
     files: tuple[tuple[str, bytes], ...] = ()  # (name used in `scenario`, contents)
     metrics: tuple[str, ...] | None = None  # patterns of metric columns to keep; None = all
     label: str = field(default="", compare=False)
+    cost: float | None = field(default=None, compare=False)  # simapf.jobs.estimate.cost of its scenario
 
 
 # ------------------------------------------------------------------------------ driver side

@@ -138,7 +138,7 @@ def test_the_runs_of_a_command_teach_the_next_its_pace_and_a_stop_estimates_what
     assert "from a reference run here)" in stderr_lines(first)[0]
     observed = json.loads((tmp_path / "state" / "pace.json").read_text())["observed"]
     done = len(list(Path("stopped").glob("run-*.parquet")))
-    assert len(observed) == 1 + done  # the reference run, then every run the sweep did
+    assert list(observed) == ["1"] and len(observed["1"]) == 1 + done  # a reference run, then the sweep's
     left = re.search(r"left \(~([^)]+)\)", first.stderr)
     assert left, first.stderr
 
@@ -365,6 +365,32 @@ def test_on_workers_the_budget_stops_the_runs_keeping_those_done_and_abandons_on
     assert sorted(i for i, _none in run_each(time.sleep, [0.0, 0.0, 0.0], workers=2)) == [0, 1, 2]
 
 
+def test_one_model_a_runs_cost_at_this_machines_pace_for_as_many_runs_at_once(tmp_path):
+    """A stage's time is its runs' cost shared over the workers (or its longest run) at the pace
+    of that many runs at once here; a pace not known yet is measured once and kept."""
+    import json
+
+    from simapf.jobs.estimate import Pace, Runs, Stage, cost, estimate
+    from simapf.scenario import load_scenario
+
+    loaded = load_scenario(TINY)
+    c = cost(loaded)
+    assert c > 0 and cost(load_scenario({**TINY, "run": {"duration_s": 40, "seed": 1}})) > c  # more requests
+    path = tmp_path / "state" / "pace.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"version": 1, "observed": {"1": [[2.0, 3.0]], "2": [[1.0, 2.0], [1.0, 2.0]]}}))
+    pace = Pace(path)
+    found = estimate([Stage([Runs(loaded, 4)], workers=2), Stage([Runs(loaded)], workers=2)], pace)
+    assert found.runs == 5 and found.seconds == pytest.approx(4 * c / 2 * 2.0 + c * 1.5)
+    assert found.source.endswith("from 1 run here with 1 at once; 2 runs here with 2 at once")
+
+    # No run of 3 at once here yet: three reference runs at once measure it, kept for the next.
+    found = estimate([Stage([Runs(loaded, 6)], workers=3)], pace)
+    assert found.source.endswith("from 3 reference runs at once here") and pace.runs(3) == 3
+    pace.save()
+    assert len(json.loads(path.read_text())["observed"]["3"]) == 3
+
+
 def test_a_budget_stop_says_what_is_done_and_left():
     stop = Budget(60.0, "1m", started=0.0, clock=lambda: 75.0).reached("sweep x", 4, 10, "runs", kept="out", left_s=30)
     assert isinstance(stop, BudgetReached)
@@ -411,7 +437,7 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     """Their times depend on the machine; how many runs the shipped files take does not."""
     pytest.importorskip("optuna")
     from simapf.outputs import kepfigures
-    from simapf.calibrate.command import planned_grids
+    from simapf.calibrate.command import expected_grids, planned_grids
     from simapf.calibrate.data import cells, load_rows
     from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params
     from simapf.calibrate.report import current_values, load_jacobian
@@ -422,7 +448,6 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     lines = docs_estimate_lines()
     sweep = load_sweep_spec(repo / "sweeps" / "policies-size-qps.yaml")
     assert f": about {len(sweep.runs):,} runs, " in lines["sweep"]
-    assert f"each of {len(sweep.combinations):,} scenarios" in lines["sweep"]
 
     search = load_optimize_spec(repo / "sweeps" / "optimize-relist-storm.yaml")
     per_trial = len(search.spec.seeds) * len(search.cases)
@@ -441,6 +466,8 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     rows = load_rows()
     given = load_jacobian(jacobian_path(SHIPPED), free, current_values(free, params, setup), rows) is not None
     grids = planned_grids(len(free), 10, given)
+    expected = expected_grids(record)
     n_cells = len(cells(rows))
-    assert (f": at most {grids * n_cells:,} runs ({grids} grid evaluations of {n_cells} cells: 10 iterations, "
-            f"finite differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip
+    assert (f": about {round(expected * n_cells):,} runs ({expected:g} grid evaluations, as the start's own fit took; "
+            f"at most {grids * n_cells:,}: {grids} grid evaluations of {n_cells} cells: 10 iterations, finite "
+            f"differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip

@@ -49,7 +49,7 @@ COMMANDS = {
     "sweep policies-size-qps": ["sweep", str(ROOT / "sweeps/policies-size-qps.yaml"), "--out", "psq"],
     "optimize optimize-relist-storm": ["optimize", str(ROOT / "sweeps/optimize-relist-storm.yaml"), "--out", "opt"],
     "figures docs": ["figures", str(ROOT / "figures/docs.yaml"), "--out", "figures"],
-    "calibrate": ["calibrate", "--out", "params.yaml", "--quiet"],
+    "calibrate": ["calibrate", "--out", "params.yaml"],
 }  # fmt: skip
 
 

@@ -143,7 +143,7 @@ class Simulator:
         run = functools.partial(_run_batch, params=params, setup=setups)
         each = self._batch_costs(batches, params, setups)
         if self.backend.kind == "dask":
-            return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each))
+            return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each, workers=self._workers))
         return (out for _i, out in run_each(run, batches, self._workers, each))
 
     def _batch_costs(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> list[float]:

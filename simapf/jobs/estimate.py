@@ -15,8 +15,10 @@ The model, the same for every command, every kind of run and every point of a co
   specs (docs/benchmarks.md says how far each kind of run was off).
 - This machine's **pace** scales it: the seconds its runs took over what their cost said, the
   total of the last MAX_OBSERVED runs (the one place runs execute, `simapf.jobs.pool`, times
-  each one). Before any run here it is measured once, by a run of REFERENCE in this process.
-  The pace is kept in a small per-user state file, `pace.json` in `$SIMAPF_STATE_DIR`, else
+  each one), for as many runs at once as a stage runs (runs side by side share the machine's
+  cores, caches and memory bandwidth, and each takes longer than alone). Before any run here
+  at that many at once, it is measured once, by that many runs of REFERENCE at once. The pace
+  is kept in a small per-user state file, `pace.json` in `$SIMAPF_STATE_DIR`, else
   `$XDG_STATE_HOME/simapf`, else `~/.local/state/simapf`, and a command's runs update it when
   it ends, so a command that goes on after a budget stop estimates what is left at the pace
   its first part took.
@@ -108,36 +110,42 @@ def state_dir() -> Path:
 
 
 class Pace:
-    """This machine's pace: the seconds its last runs took over their cost. `observe` adds a
-    run; `save` writes the state file (as it is then: another command may have written it)."""
+    """This machine's pace, by how many runs go at once: the seconds its last runs took over
+    their cost. `observe` adds a run; `save` writes the state file (as it is then: another
+    command may have written it)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or state_dir() / PACE_FILE
-        self.observed = _read(self.path)  # [cost, seconds] of the last runs, oldest first
-        self.added: list[list[float]] = []
+        self.observed = _read(self.path)  # runs at once -> [cost, seconds] of the last runs, oldest first
+        self.added: dict[str, list[list[float]]] = {}
+        self.measured: set[str] = set()  # the numbers of runs at once measured by REFERENCE now
 
-    @property
-    def runs(self) -> int:
-        return len(self.observed)
+    def runs(self, at_once: int = 1) -> int:
+        return len(self.observed.get(str(at_once), []))
 
-    def factor(self) -> float:
-        """Seconds per second of cost here; measured once (REFERENCE) if no run was timed yet."""
-        if not self.observed:
-            self.observe(*_reference())
-        costs = sum(c for c, _s in self.observed)
-        return sum(s for _c, s in self.observed) / costs if costs > 0 else 1.0
+    def factor(self, at_once: int = 1) -> float:
+        """Seconds per second of cost with `at_once` runs at once; measured once (REFERENCE) if
+        no such run was timed here yet."""
+        if not self.observed.get(str(at_once)):
+            for pair in _reference(at_once):
+                self.observe(*pair, at_once=at_once)
+            self.measured.add(str(at_once))
+        pairs = self.observed[str(at_once)]
+        costs = sum(c for c, _s in pairs)
+        return sum(s for _c, s in pairs) / costs if costs > 0 else 1.0
 
-    def observe(self, cost_s: float, seconds: float) -> None:
+    def observe(self, cost_s: float, seconds: float, at_once: int = 1) -> None:
         if math.isfinite(cost_s) and math.isfinite(seconds) and cost_s > 0 and seconds >= 0:
-            pair = [round(float(cost_s), 6), round(float(seconds), 6)]
-            self.observed = (self.observed + [pair])[-MAX_OBSERVED:]
-            self.added.append(pair)
+            key, pair = str(max(1, int(at_once))), [round(float(cost_s), 6), round(float(seconds), 6)]
+            self.observed[key] = (self.observed.get(key, []) + [pair])[-MAX_OBSERVED:]
+            self.added.setdefault(key, []).append(pair)
 
-    def source(self) -> str:
+    def source(self, at_once: int = 1) -> str:
         """Where the pace comes from, in words."""
-        if self.runs == 1 and self.observed == self.added:
-            return "a reference run here"
-        return f"{self.runs} run{'s' if self.runs != 1 else ''} here"
+        n = self.runs(at_once)
+        if str(at_once) in self.measured and n == at_once:
+            return f"{'a reference run' if n == 1 else f'{n} reference runs at once'} here"
+        return f"{n} run{'s' if n != 1 else ''} here"
 
     def save(self) -> None:
         """Add this command's runs to the file's and write it whole. A file that cannot be
@@ -147,27 +155,49 @@ class Pace:
         from simapf.files import json_text, write_text_atomic
 
         try:
-            observed = (_read(self.path) + self.added)[-MAX_OBSERVED:]
-            write_text_atomic(self.path, json_text({"version": 1, "observed": observed}) + "\n")
+            observed = _read(self.path)
+            for key, pairs in self.added.items():
+                observed[key] = (observed.get(key, []) + pairs)[-MAX_OBSERVED:]
+            write_text_atomic(self.path, json_text({"version": 1, "observed": dict(sorted(observed.items()))}) + "\n")
         except OSError:
             pass
-        self.added = []
+        self.added = {}
 
 
-def _read(path: Path) -> list[list[float]]:
-    """The file's [cost, seconds] pairs; none if it is missing or not one simapf wrote (never an
-    error)."""
+def _read(path: Path) -> dict[str, list[list[float]]]:
+    """The file's [cost, seconds] pairs by runs at once; none if it is missing or not one simapf
+    wrote (never an error)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        pairs = [[float(c), float(s)] for c, s in data["observed"]
-                 if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (c, s))]  # fmt: skip
-        return [p for p in pairs if p[0] > 0 and math.isfinite(p[0]) and p[1] >= 0 and math.isfinite(p[1])]
+        out = {}
+        for key, pairs in data["observed"].items():
+            if not str(key).isdigit() or int(key) < 1:
+                continue
+            got = [[float(c), float(s)] for c, s in pairs
+                   if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (c, s))]  # fmt: skip
+            got = [p for p in got if p[0] > 0 and math.isfinite(p[0]) and p[1] >= 0 and math.isfinite(p[1])]
+            if got:
+                out[str(int(key))] = got[-MAX_OBSERVED:]
+        return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return []
+        return {}
 
 
-def _reference() -> tuple[float, float]:
-    """(cost, seconds) of one run of REFERENCE in this process."""
+def _reference(at_once: int) -> list[tuple[float, float]]:
+    """(cost, seconds) of `at_once` runs of REFERENCE at once: in this process for one, else on
+    as many local workers (simapf.jobs.pool), which the command's runs then reuse. Never
+    stopped by a budget: it is how the budget's work is estimated."""
+    from simapf.jobs import budget
+    from simapf.jobs.pool import run_each
+
+    if at_once <= 1:
+        return [_reference_run()]
+    with budget.held():
+        return [pair for _i, pair in run_each(_reference_run, [None] * at_once, at_once)]
+
+
+def _reference_run(_item: Any = None) -> tuple[float, float]:
+    """(cost, seconds) of one run of REFERENCE, where it runs."""
     from simapf.scenario import load_scenario
     from simapf.simulation.runner import Simulation
 
@@ -206,11 +236,12 @@ def recorded() -> Iterator[Pace]:
         pace.save()
 
 
-def observe(cost_s: float | None, seconds: float) -> None:
-    """A run that cost `cost_s` took `seconds` (simapf.jobs.pool says so of every run it
-    executes): added to the pace of the innermost `recorded()` block, if one is open."""
+def observe(cost_s: float | None, seconds: float, at_once: int = 1) -> None:
+    """A run that cost `cost_s` took `seconds` beside `at_once` - 1 others (simapf.jobs.pool
+    says so of every run it executes): added to the pace of the innermost `recorded()` block,
+    if one is open."""
     if _recording and cost_s is not None:
-        _recording[-1].observe(cost_s, seconds)
+        _recording[-1].observe(cost_s, seconds, at_once)
 
 
 # ------------------------------------------------------------------------------ the estimate
@@ -245,18 +276,21 @@ class Estimate:
 def estimate(stages: Sequence[Stage], pace: Pace | None = None) -> Estimate:
     """How long `stages` take, one after the other, at this machine's pace."""
     pace = pace if pace is not None else Pace()
-    factor = pace.factor()
     costs: dict[int, float] = {}
     total = 0.0
     runs = 0
+    sources: dict[int, str] = {}
     for stage in stages:
         count = sum(r.count for r in stage.runs)
         runs += round(count * stage.times)
         each = [(costs.setdefault(id(r.loaded), cost(r.loaded)), r.count) for r in stage.runs if r.count > 0]
         if not each:
             continue
+        at_once = max(1, min(stage.workers, count))
         work = sum(c * n for c, n in each)
         longest = max(c for c, _n in each)
-        total += max(work / max(1, min(stage.workers, count)), longest) * stage.times
+        total += max(work / at_once, longest) * stage.times * pace.factor(at_once)
+        sources[at_once] = pace.source(at_once)
     workers = max((stage.workers for stage in stages), default=1)
-    return Estimate(runs, total * factor, workers, f"model: the runs' size at this machine's pace, from {pace.source()}")
+    paces = "; ".join(f"{text}{f' with {n} at once' if len(sources) > 1 else ''}" for n, text in sorted(sources.items()))
+    return Estimate(runs, total, workers, f"model: the runs' size at this machine's pace, from {paces or 'no runs'}")

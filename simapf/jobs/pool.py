@@ -42,17 +42,19 @@ def run_each(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 1,
         return iter(())
     timed = functools.partial(_timed, fn)
     if workers <= 1:
-        return _observed(_here(timed, items), costs)
-    return _observed(_drain(_Local(workers), timed, items, min(workers, len(items))), costs)
+        return _observed(_here(timed, items), costs, 1)
+    at_once = min(workers, len(items))
+    return _observed(_drain(_Local(workers), timed, items, at_once), costs, at_once)
 
 
 def run_on_dask(client: Any, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[str] | None = None,
-                costs: Sequence[float | None] | None = None) -> Iterator[tuple[int, Any]]:  # fmt: skip
-    """`run_each` on a Dask client's cluster, every item submitted at once (its scheduler shares
-    them out); `keys` name the tasks (on its dashboard)."""
+                costs: Sequence[float | None] | None = None, workers: int = 1) -> Iterator[tuple[int, Any]]:  # fmt: skip
+    """`run_each` on a Dask client's cluster of `workers`, every item submitted at once (its
+    scheduler shares them out); `keys` name the tasks (on its dashboard)."""
     if not items:
         return iter(())
-    return _observed(_drain(_Dask(client, keys), functools.partial(_timed, fn), items, len(items)), costs)
+    timed = functools.partial(_timed, fn)
+    return _observed(_drain(_Dask(client, keys), timed, items, len(items)), costs, max(1, min(workers, len(items))))
 
 
 def _timed(fn: Callable[[Any], Any], item: Any) -> tuple[float, Any]:
@@ -63,13 +65,13 @@ def _timed(fn: Callable[[Any], Any], item: Any) -> tuple[float, Any]:
 
 
 def _observed(results: Iterator[tuple[int, tuple[float, Any]]], costs: Sequence[float | None] | None,
-              ) -> Iterator[tuple[int, Any]]:  # fmt: skip
+              at_once: int) -> Iterator[tuple[int, Any]]:  # fmt: skip
     from simapf.jobs.estimate import observe
 
     with contextlib.closing(results):  # closed early too: the runs under way are abandoned at once
         for i, (seconds, result) in results:
             if costs is not None:
-                observe(costs[i], seconds)
+                observe(costs[i], seconds, at_once)
             yield i, result
 
 

@@ -575,8 +575,6 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
                 inputs(f, base)
             except ConfigError as err:
                 raise ConfigError(f"{spec_path}: figures[{i}] ({f.name}): {err}") from None
-    if announce is not None:
-        _announce(spec, wanted, base, budget, announce)
     out = Path(out_dir)
     written: list[Path] = []
     left: list[Figure] = []
@@ -588,6 +586,8 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     started = time.monotonic()
     with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp, inside, \
             recorded() as pace:  # fmt: skip
+        if announce is not None:
+            _announce(spec, wanted, base, budget, announce, pace)
         for i, f in enumerate(wanted, 1):
             if budget.may_stop():  # every call gets something done: it always gets on
                 left = wanted[i - 1 :]
@@ -633,7 +633,7 @@ def _left_s(left: list[Figure], base: Path, pace: Any) -> float | None:
         return None
 
 
-def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce) -> None:
+def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce, pace: Any) -> None:
     """Say how many runs the figures take and how long. A figure whose runs cannot be planned
     says why when it is drawn, as it did before there were estimates."""
     from simapf.errors import SimapfError
@@ -643,7 +643,7 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
         stages = [planned_runs(f, base) for f in wanted]
     except SimapfError:
         return
-    found = estimate(stages)
+    found = estimate(stages, pace)
     planned = f"about {found.runs:,} runs for {len(wanted)} figure{'s' if len(wanted) != 1 else ''}"
     announce(found.line(f"figures {spec.name}", planned, budget))
 

@@ -106,22 +106,22 @@ def session(backend: Backend) -> Iterator[Callable[[Sequence[RunTask]], Iterator
         yield lambda tasks: run_tasks(tasks, backend)
         return
     with dask_client(backend) as client:
-        yield lambda tasks: cached_rows(tasks, lambda todo: _dask_on(client, todo)) if tasks else iter(())
+        yield lambda tasks: cached_rows(tasks, lambda todo: _dask_on(client, todo, backend.at_once())) if tasks else iter(())
 
 
 def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
     with dask_client(backend) as client:
-        yield from _dask_on(client, tasks)
+        yield from _dask_on(client, tasks, backend.at_once())
 
 
-def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]]:
+def _dask_on(client: Any, tasks: Sequence[RunTask], workers: int) -> Iterator[tuple[int, dict]]:
     from simapf.jobs.pool import run_on_dask
 
     # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
     # that share a scheduler from sharing (or cancelling) each other's futures.
     token = uuid.uuid4().hex[:8]
     keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
-    for i, row in run_on_dask(client, execute, tasks, keys, [t.cost for t in tasks]):
+    for i, row in run_on_dask(client, execute, tasks, keys, [t.cost for t in tasks], workers):
         if row.get("simapf_version") != __version__:
             raise SimapfError(
                 f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "

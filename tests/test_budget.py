@@ -295,9 +295,10 @@ def test_a_fit_estimates_stops_under_its_budget_writes_an_unfinished_record_and_
     done = yaml.safe_load(Path("fit.yaml").read_text())
     assert "unfinished" not in done["fit"]
     assert done["data"]["rows"] == 2 and Path("fit.jacobian.json").is_file()
-    # The fit that goes on expects as many grid evaluations as the stopped one took, at the pace
-    # the runs before it took here.
-    assert "as the start's own fit took" in stderr_lines(calls[-1])[0] and " runs here)" in stderr_lines(calls[-1])[0]
+    # The fit that goes on from the stopped one's point expects a refit's grid evaluations, at the
+    # pace the runs before it took here.
+    line = stderr_lines(calls[-1])[0]
+    assert " grid evaluations, as a refit from a solution with its Jacobian takes; " in line and " runs here)" in line
 
 
 def test_a_report_takes_no_budget(tmp_path):
@@ -382,11 +383,11 @@ def test_one_model_a_runs_cost_at_this_machines_pace_for_as_many_runs_at_once(tm
     pace = Pace(path)
     found = estimate([Stage([Runs(loaded, 4)], workers=2), Stage([Runs(loaded)], workers=2)], pace)
     assert found.runs == 5 and found.seconds == pytest.approx(4 * c / 2 * 2.0 + c * 1.5)
-    assert found.source.endswith("from 1 run here with 1 at once; 2 runs here with 2 at once")
+    assert found.source.endswith("pace, 1 at a time from 1 run here and 2 at once from 2 runs here")
 
     # No run of 3 at once here yet: three reference runs at once measure it, kept for the next.
     found = estimate([Stage([Runs(loaded, 6)], workers=3)], pace)
-    assert found.source.endswith("from 3 reference runs at once here") and pace.runs(3) == 3
+    assert found.source.endswith("pace, from 3 reference runs at once here") and pace.runs(3) == 3
     pace.save()
     assert len(json.loads(path.read_text())["observed"]["3"]) == 3
 
@@ -466,8 +467,9 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     rows = load_rows()
     given = load_jacobian(jacobian_path(SHIPPED), free, current_values(free, params, setup), rows) is not None
     grids = planned_grids(len(free), 10, given)
-    expected = expected_grids(record)
+    expected = expected_grids(record, given)
     n_cells = len(cells(rows))
-    assert (f": about {round(expected * n_cells):,} runs ({expected:g} grid evaluations, as the start's own fit took; "
+    why = "as a refit from a solution with its Jacobian takes" if given else "as the start's own fit took"
+    assert (f": about {round(expected * n_cells):,} runs ({expected:g} grid evaluations, {why}; "
             f"at most {grids * n_cells:,}: {grids} grid evaluations of {n_cells} cells: 10 iterations, finite "
             f"differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip

@@ -78,8 +78,16 @@ def planned_grids(free: int, max_iterations: int, given: bool) -> int:
     return 1 + max_iterations + free * refreshes
 
 
-def expected_grids(start_record: dict[str, Any]) -> float | None:
-    """The grid evaluations the start record's own fit took, if it says."""
+# Grid evaluations a fit takes from a record's solution, with its Jacobian (measured: the shipped
+# record's refit, docs/benchmarks.md): the start, a trial step or two, and the steps' cells.
+REFIT_GRIDS = 4.0
+
+
+def expected_grids(start_record: dict[str, Any], given: bool) -> float | None:
+    """The grid evaluations a fit is expected to take: REFIT_GRIDS from a record's solution
+    with its Jacobian (`given`), else as many as the start record's own fit took, if it says."""
+    if given:
+        return REFIT_GRIDS
     got = (start_record.get("fit") or {}).get("grid_evaluations") if isinstance(start_record, dict) else None
     return float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) and got > 0 else None
 
@@ -95,17 +103,16 @@ def _grid(rows, params, setup) -> list[Any]:
 
 
 def _estimate_line(grid: list[Any], workers: int, grids: float, most: int, free: int, max_iterations: int,
-                   budget: Budget, pace: Any) -> str:  # fmt: skip
-    """The line a fit starts with: its runs, `grids` grid evaluations (as many as the start
-    record's own fit took, or else, and at most, `most`: as many as `max_iterations` allow)."""
+                   why: str, budget: Budget, pace: Any) -> str:  # fmt: skip
+    """The line a fit starts with: its runs, `grids` grid evaluations (`expected_grids`, or
+    else, and at most, `most`: as many as `max_iterations` allow)."""
     from simapf.jobs.estimate import Stage, estimate
 
     found = estimate([Stage(grid, workers, times=grids)], pace)
     bound = f"{most} grid evaluations of {len(grid)} cells: {max_iterations} iterations, finite differences over {free} parameters"
     if grids >= most:
         return found.line("calibrate", f"at most {found.runs:,} runs ({bound})", budget, most=True)
-    planned = (f"about {found.runs:,} runs ({grids:g} grid evaluations, as the start's own fit took; at most "
-               f"{most * len(grid):,}: {bound})")  # fmt: skip
+    planned = f"about {found.runs:,} runs ({grids:g} grid evaluations, {why}; at most {most * len(grid):,}: {bound})"
     return found.line("calibrate", planned, budget)
 
 
@@ -148,11 +155,12 @@ def calibrate(
     given = GivenJacobian(*stored) if stored is not None else None
     grid = _grid(rows, params, setup)
     most = planned_grids(len(free), max_iterations, given is not None)
-    grids = min(expected_grids(start_record) or most, most)
+    grids = min(expected_grids(start_record, given is not None) or most, most)
     with Simulator(n_jobs, backend) as sim, recorded() as pace:
         workers = sim.backend.workers or (1 if sim.backend.kind == "serial" else cpu_count())
         if announce is not None:
-            announce(_estimate_line(grid, workers, grids, most, len(free), max_iterations, budget, pace))
+            why = "as a refit from a solution with its Jacobian takes" if given is not None else "as the start's own fit took"
+            announce(_estimate_line(grid, workers, grids, most, len(free), max_iterations, why, budget, pace))
 
         def left_s(done: float) -> float:
             return estimate([Stage(grid, workers, times=max(grids - done, 1.0))], pace).seconds

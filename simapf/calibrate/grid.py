@@ -141,7 +141,9 @@ class Simulator:
         from simapf.jobs.pool import run_each, run_on_dask
 
         run = functools.partial(_run_batch, params=params, setup=setups)
-        each = self._batch_costs(batches, params, setups)
+        from simapf.jobs.estimate import recording
+
+        each = self._batch_costs(batches, params, setups) if recording() else None
         if self.backend.kind == "dask":
             return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each, workers=self._workers))
         return (out for _i, out in run_each(run, batches, self._workers, each))

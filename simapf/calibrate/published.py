@@ -647,7 +647,9 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     from simapf.jobs.pool import run_each
 
     run = functools.partial(_run_task, base=str(base), draws=draws)
-    outputs = (out for _i, out in run_each(run, todo, n, _costs(todo, str(base))))
+    from simapf.jobs.estimate import recording
+
+    outputs = (out for _i, out in run_each(run, todo, n, _costs(todo, str(base)) if recording() else None))
     for out in itertools.chain(cached, _kept(outputs, keys)):
         done.setdefault((out["key"], out["draw"] or 0), []).append(out)
         if progress:

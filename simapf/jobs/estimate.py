@@ -141,7 +141,7 @@ class Pace:
             self.added.setdefault(key, []).append(pair)
 
     def source(self, at_once: int = 1) -> str:
-        """Where the pace comes from, in words."""
+        """Where the pace of `at_once` runs at once comes from, in words."""
         n = self.runs(at_once)
         if str(at_once) in self.measured and n == at_once:
             return f"{'a reference run' if n == 1 else f'{n} reference runs at once'} here"
@@ -197,12 +197,14 @@ def _reference(at_once: int) -> list[tuple[float, float]]:
 
 
 def _reference_run(_item: Any = None) -> tuple[float, float]:
-    """(cost, seconds) of one run of REFERENCE, where it runs."""
+    """(cost, seconds) of one run of REFERENCE, where it runs, after a short one: a process's
+    first run also imports and warms up what the model uses, which its later runs do not pay."""
     from simapf.scenario import load_scenario
     from simapf.simulation.runner import Simulation
 
     loaded = load_scenario(REFERENCE)
     with _quiet():
+        Simulation(load_scenario({**REFERENCE, "run": {"duration_s": 5, "seed": 1}})).run(progress=False)
         began = time.perf_counter()
         Simulation(loaded).run(progress=False)
     return cost(loaded), time.perf_counter() - began
@@ -234,6 +236,12 @@ def recorded() -> Iterator[Pace]:
     finally:
         _recording.remove(pace)
         pace.save()
+
+
+def recording() -> bool:
+    """Whether the runs executed now teach the pace (a `recorded()` block is open): the costs
+    they would be observed with need not be counted otherwise."""
+    return bool(_recording)
 
 
 def observe(cost_s: float | None, seconds: float, at_once: int = 1) -> None:
@@ -292,5 +300,12 @@ def estimate(stages: Sequence[Stage], pace: Pace | None = None) -> Estimate:
         total += max(work / at_once, longest) * stage.times * pace.factor(at_once)
         sources[at_once] = pace.source(at_once)
     workers = max((stage.workers for stage in stages), default=1)
-    paces = "; ".join(f"{text}{f' with {n} at once' if len(sources) > 1 else ''}" for n, text in sorted(sources.items()))
-    return Estimate(runs, total, workers, f"model: the runs' size at this machine's pace, from {paces or 'no runs'}")
+    return Estimate(runs, total, workers, f"model: the runs' size at this machine's pace, {_from(sources)}")
+
+
+def _from(sources: dict[int, str]) -> str:
+    """Where the paces of so many runs at once come from, in words."""
+    if len(sources) == 1:
+        return f"from {next(iter(sources.values()))}"
+    return " and ".join(f"{'1 at a time' if n == 1 else f'{n} at once'} from {text.replace(' at once', '')}"
+                        for n, text in sorted(sources.items()))  # fmt: skip

@@ -126,6 +126,18 @@ def _drain(where: "_Local | _Dask", fn: Callable[[Any], Any], items: Sequence[An
         raise budgets.Spent(stopped_for)
 
 
+def release() -> None:
+    """Stop the local workers kept for reuse, if there are any (loky keeps them alive for
+    minutes after the last run). Asking loky for its executor would start one: its module's
+    own reference says whether there is one, started or stopped by a budget."""
+    import sys
+
+    module = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(module, "_executor", None) if module is not None else None
+    if executor is not None:
+        executor.shutdown(wait=True)
+
+
 class _Local:
     """loky's reusable worker processes (the same joblib uses)."""
 

@@ -89,13 +89,9 @@ def _indexed(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, 
 def release_workers() -> None:
     """Stop the local worker processes joblib keeps for reuse (loky keeps them alive for minutes
     after the last task): called when a sweep or comparison is over, not between a fit's grids."""
-    import sys
+    from simapf.jobs.pool import release
 
-    if "joblib" not in sys.modules:
-        return
-    from joblib.externals.loky import get_reusable_executor
-
-    get_reusable_executor().shutdown(wait=True)
+    release()
 
 
 @contextmanager

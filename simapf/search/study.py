@@ -9,12 +9,11 @@ A run is known by what it simulates, so the same scenario and seed asked for by 
 a compared setting) runs once; with a result directory every finished run is written to `runs/`
 (the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
 
-A time budget (simapf.jobs.budget) stops a search inside the runs of the compared settings (every run
-finished is kept), or between batches of trials, never inside one (`held`), so that every trial
-asked for has been told. The sampler's
-random state goes into the study when it stops (`save_sampler`) and is taken up again when the
-search goes on (`restore_sampler`): the trials after a budget stop are those a search never
-stopped would have asked for.
+A time budget (simapf.jobs.budget) stops a search inside the runs of the compared settings (every
+run finished is kept), or between batches of trials, never inside one (`held`), so that every
+trial asked for has been told. The sampler's random state goes into the study when it stops
+(`save_sampler`) and is taken up again when the search goes on (`restore_sampler`): the trials
+after a budget stop are those a search never stopped would have asked for.
 """
 
 from __future__ import annotations

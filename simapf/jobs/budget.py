@@ -152,7 +152,7 @@ class BudgetReached(Exception):
 
     def summary(self) -> str:
         """One line: the budget, what was done and where it is, what is left."""
-        from simapf.jobs.estimate import duration
+        from simapf.scenario.work import duration
 
         left = self.total - self.done
         text = (f"{self.what}: budget of {self.budget.text} spent ({duration(self.elapsed_s)}): {self.done} of "

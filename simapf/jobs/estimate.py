@@ -65,7 +65,7 @@ REFERENCE: dict[str, Any] = {
     ],
 }  # fmt: skip
 
-__all__ = ["Estimate", "Pace", "Runs", "Stage", "cost", "duration", "estimate", "observe", "recorded"]
+__all__ = ["Estimate", "Pace", "Runs", "Stage", "cost", "duration", "estimate", "recorded"]
 
 
 # ------------------------------------------------------------------------------ the cost of a run
@@ -222,34 +222,26 @@ def _quiet() -> Iterator[None]:
         logging.disable(before)
 
 
-_recording: list[Pace] = []  # the paces of the `recorded()` blocks open now, innermost last
-
-
 @contextlib.contextmanager
 def recorded() -> Iterator[Pace]:
-    """This machine's pace, to estimate with; the runs executed within the block (`observe`)
-    are added to it, and saved when the block ends, however it ends."""
+    """This machine's pace, to estimate with; the runs executed within the block (simapf.jobs.pool
+    times each) are added to it, and saved when the block ends, however it ends."""
+    from simapf.jobs import pool
+
     pace = Pace()
-    _recording.append(pace)
     try:
-        yield pace
+        with pool.timed_into(pace.observe):
+            yield pace
     finally:
-        _recording.remove(pace)
         pace.save()
 
 
 def recording() -> bool:
     """Whether the runs executed now teach the pace (a `recorded()` block is open): the costs
     they would be observed with need not be counted otherwise."""
-    return bool(_recording)
+    from simapf.jobs import pool
 
-
-def observe(cost_s: float | None, seconds: float, at_once: int = 1) -> None:
-    """A run that cost `cost_s` took `seconds` beside `at_once` - 1 others (simapf.jobs.pool
-    says so of every run it executes): added to the pace of the innermost `recorded()` block,
-    if one is open."""
-    if _recording and cost_s is not None:
-        _recording[-1].observe(cost_s, seconds, at_once)
+    return pool.timed()
 
 
 # ------------------------------------------------------------------------------ the estimate

@@ -11,6 +11,9 @@ may finish within the budget's grace and are abandoned after it (local workers a
 futures cancelled), and `simapf.jobs.budget.Spent` is raised after every finished run was
 handed over. In this process a run cannot be interrupted: the budget is checked between runs.
 
+Each run is timed where it runs; within `timed_into` (simapf.jobs.estimate.recorded) its time,
+its cost and how many ran beside it are told to the estimates, which learn this machine's pace.
+
 Local workers are loky's reusable processes (as joblib's), at most one run each at a time, so
 that a run is only started when a worker is free for it and nothing waits in a queue when the
 budget ends.
@@ -64,14 +67,32 @@ def _timed(fn: Callable[[Any], Any], item: Any) -> tuple[float, Any]:
     return time.perf_counter() - began, result
 
 
+_listeners: list[Callable[[float, float, int], None]] = []  # `timed_into` blocks open now, innermost last
+
+
+@contextlib.contextmanager
+def timed_into(listener: Callable[[float, float, int], None]) -> Iterator[None]:
+    """Within the block, each run given a cost is told to `listener(cost, seconds, at_once)`:
+    how long it took with `at_once` - 1 others beside it (simapf.jobs.estimate learns the pace)."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def timed() -> bool:
+    """Whether a `timed_into` block is open."""
+    return bool(_listeners)
+
+
 def _observed(results: Iterator[tuple[int, tuple[float, Any]]], costs: Sequence[float | None] | None,
               at_once: int) -> Iterator[tuple[int, Any]]:  # fmt: skip
-    from simapf.jobs.estimate import observe
-
     with contextlib.closing(results):  # closed early too: the runs under way are abandoned at once
         for i, (seconds, result) in results:
-            if costs is not None:
-                observe(costs[i], seconds, at_once)
+            cost_s = costs[i] if costs is not None else None
+            if _listeners and cost_s is not None:
+                _listeners[-1](cost_s, seconds, at_once)
             yield i, result
 
 

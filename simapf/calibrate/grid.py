@@ -138,11 +138,10 @@ class Simulator:
     def _batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
         """The results of each batch, in whatever order they finish (simapf.jobs.pool, which a
         time budget stops)."""
+        from simapf.jobs.estimate import recording
         from simapf.jobs.pool import run_each, run_on_dask
 
         run = functools.partial(_run_batch, params=params, setup=setups)
-        from simapf.jobs.estimate import recording
-
         each = self._batch_costs(batches, params, setups) if recording() else None
         if self.backend.kind == "dask":
             return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each, workers=self._workers))

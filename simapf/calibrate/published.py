@@ -644,11 +644,10 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     cached, todo, keys = _from_cache(tasks, str(base), draws)
     n = max(1, min(workers or cpu_count(), len(todo)))
     done: dict[tuple[tuple[str, str], int], list[dict]] = {}  # (run, draw) -> its runs
+    from simapf.jobs.estimate import recording
     from simapf.jobs.pool import run_each
 
     run = functools.partial(_run_task, base=str(base), draws=draws)
-    from simapf.jobs.estimate import recording
-
     outputs = (out for _i, out in run_each(run, todo, n, _costs(todo, str(base)) if recording() else None))
     for out in itertools.chain(cached, _kept(outputs, keys)):
         done.setdefault((out["key"], out["draw"] or 0), []).append(out)

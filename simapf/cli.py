@@ -459,7 +459,8 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
     simapf figures figures/kep.yaml --out docs/figures; simapf figures --check docs/figures
 
     It first says how many runs the figures take and about how long; with --budget it stops
-    between figures, writes those made, and says the command (with --only) that makes the rest.
+    (inside a figure's runs too, those finished kept in the result cache), writes the figures
+    made, and says the command (with --only) that makes the rest.
     """
     from simapf.jobs.budget import BudgetReached
     from simapf.outputs import kepfigures
@@ -545,7 +546,7 @@ def sweep_command(sweep_path: str, out_dir: str | None, workers: int | None, das
     directory; run it again after an interruption and it resumes where it stopped. Prints the
     key metrics per combination (with --uncertainty N, their intervals); load everything with
     simapf.load_sweep(DIR). It first says how many runs are left and about how long they take
-    (timed by a short pilot, or by their last runs); with --budget it stops between runs.
+    (simapf.jobs.estimate); with --budget it stops once it is spent, keeping every run finished.
     """
     from simapf.sweeps import load_sweep_spec, sweep
     from simapf.sweeps.report import format_sweep

@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _timings_of_the_session(tmp_path_factory):
-    """The timings runs leave for estimates (simapf.jobs.estimate) go to a folder of the session's,
+    """The pace runs leave for estimates (simapf.jobs.estimate) go to a folder of the session's,
     not to the user's state folder; so do those of the commands tests start as processes."""
     import os
 

@@ -19,7 +19,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from simapf.jobs.budget import BUDGET_EXIT, Budget, BudgetReached, budget_problem, continue_command, run_within
+from simapf.jobs import budget as budgets
+from simapf.jobs.budget import BUDGET_EXIT, Budget, BudgetReached, Spent, budget_problem, continue_command
+from simapf.jobs.pool import run_each
 from simapf.cli import main
 
 # A few seconds of LISTs and GETs: a run takes a few hundredths of a second.
@@ -42,7 +44,7 @@ MAX_CALLS = 20
 
 @pytest.fixture(autouse=True)
 def own_state(tmp_path, monkeypatch):
-    """Each test's timings start empty: its estimates come from a pilot."""
+    """Each test's machine has no pace yet: its first estimate measures one (a reference run)."""
     monkeypatch.setenv("SIMAPF_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
 
@@ -59,7 +61,7 @@ def assert_estimate_first(res, what: str) -> None:
     """The first line on stderr is the estimate: runs, a time and the workers, and its source."""
     first = stderr_lines(res)[0]
     assert first.startswith(f"simapf: {what}") and " runs" in first and "~" in first and " worker" in first, first
-    assert "pilot: the first simulated seconds" in first or "timing" in first, first
+    assert "(model: the runs' size at this machine's pace, from " in first, first
 
 
 def continue_args(res) -> list[str]:
@@ -124,13 +126,25 @@ def test_a_sweep_estimates_stops_under_its_budget_and_resumes_to_the_same_result
     assert calls[-1].stdout.split("\n", 1)[1] == whole.stdout.split("\n", 1)[1]
 
 
-def test_timings_of_finished_runs_replace_the_pilot(tmp_path):
+def test_the_runs_of_a_command_teach_the_next_its_pace_and_a_stop_estimates_what_the_next_call_does(tmp_path):
+    """One model: what is left when a budget stops the work is what the call that goes on
+    estimates, at the pace the runs before it took."""
+    import json
+    import re
+
     path = write_sweep(tmp_path / "in")
-    assert simapf("sweep", path, "--out", "a").exit_code == 0
-    again = simapf("sweep", path, "--out", "b")
-    assert again.exit_code == 0
-    assert "(last runs' timings)" in stderr_lines(again)[0]
-    assert (tmp_path / "state" / "timings.json").is_file()
+    first = simapf("sweep", path, "--out", "stopped", "--budget", SPENT)
+    assert first.exit_code == BUDGET_EXIT, first.output
+    assert "from a reference run here)" in stderr_lines(first)[0]
+    observed = json.loads((tmp_path / "state" / "pace.json").read_text())["observed"]
+    done = len(list(Path("stopped").glob("run-*.parquet")))
+    assert list(observed) == ["1"] and len(observed["1"]) == 1 + done  # a reference run, then the sweep's
+    left = re.search(r"left \(~([^)]+)\)", first.stderr)
+    assert left, first.stderr
+
+    again = simapf(*continue_args(first), "--budget", SPENT)
+    line = stderr_lines(again)[0]
+    assert f"from {1 + done} runs here)" in line and f"~{left.group(1)} on 1 worker " in line, (first.stderr, line)
 
 
 # ------------------------------------------------------------------------------ optimize
@@ -210,6 +224,45 @@ def test_figures_estimate_stop_between_figures_and_the_rest_make_the_same_bytes(
         assert (Path("stopped") / name).read_bytes() == (Path("whole") / name).read_bytes(), name
 
 
+def test_a_budget_stops_inside_a_figure_writes_those_made_and_keeps_its_runs_for_the_next_call(tmp_path, monkeypatch):
+    """A figure of many runs (the docs' validation figure: 330) is no unit a budget must wait
+    for: it stops between its runs, the figures before it are written, and the runs it
+    finished are in the result cache, so the call that goes on does not run them again."""
+    from simapf.jobs import cache
+    from simapf.outputs import kepfigures
+
+    monkeypatch.setenv("SIMAPF_NO_CACHE", "0")
+    monkeypatch.setenv("SIMAPF_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    spec = folder / "figures.yaml"
+    spec.write_text(yaml.safe_dump({"name": "inside", "figures": [
+        {"name": "memory", "kind": "timeseries", "scenario": "tiny.yaml", "metrics": ["memory"]},
+        {"name": "policies", "kind": "policies", "scenario": "tiny.yaml", "replications": 2,
+         "policies": ["upstream", "size-based", "constant:seats=4"]},
+    ]}))  # fmt: skip
+    ran = cache.tally.ran
+    # The budget ends once the time series' run and two of the policies figure's six are done.
+    budget = Budget(60.0, "1m", started=0.0, clock=lambda: 0.0 if cache.tally.ran - ran < 3 else 61.0)
+    lines: list[str] = []
+    with pytest.raises(BudgetReached) as stop:
+        kepfigures.make(spec, tmp_path / "out", budget=budget, log=lines.append)
+    assert (stop.value.done, stop.value.total) == (1, 2)
+    assert "kept in " in stop.value.summary() and "the runs of policies finished so far in the result cache" \
+        in stop.value.summary()  # fmt: skip
+    assert stop.value.resume == ("--only", "policies")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")) == \
+        ["memory.pdf", "memory.png", "memory.provenance.json", "memory.svg"]  # fmt: skip
+    assert cache.tally.ran - ran == 3
+    assert "figure 2/2 policies: stopped by the budget, 2 runs, kept in the result cache" in lines
+
+    lines.clear()
+    kepfigures.make(spec, tmp_path / "out", only=["policies"], log=lines.append)
+    assert any(line.startswith("figure 1/1 policies: 6 runs (2 from the cache), ") for line in lines), lines
+    assert (tmp_path / "out" / "policies.png").is_file() and (tmp_path / "out" / "memory.png").is_file()
+
+
 # ------------------------------------------------------------------------------ calibrate
 
 # Two rows of the measured experiment at 15 LISTs a second: six cells of a few hundredths of a second.
@@ -242,7 +295,10 @@ def test_a_fit_estimates_stops_under_its_budget_writes_an_unfinished_record_and_
     done = yaml.safe_load(Path("fit.yaml").read_text())
     assert "unfinished" not in done["fit"]
     assert done["data"]["rows"] == 2 and Path("fit.jacobian.json").is_file()
-    assert "last fit's grid evaluations here" in stderr_lines(calls[-1])[0]
+    # The fit that goes on from the stopped one's point expects a refit's grid evaluations, at the
+    # pace the runs before it took here.
+    line = stderr_lines(calls[-1])[0]
+    assert " grid evaluations, as a refit from a solution with its Jacobian takes; " in line and " runs here)" in line
 
 
 def test_a_report_takes_no_budget(tmp_path):
@@ -268,24 +324,72 @@ def test_the_continue_command_drops_the_budget_and_replaces_what_it_resumes_with
     assert continue_command(["sweep", "s.yaml"]) == ["sweep", "s.yaml"]
 
 
-def test_rounds_start_with_one_per_worker_and_the_first_always_runs():
+def test_in_this_process_runs_stop_between_runs_once_the_budget_is_spent_and_the_first_always_runs():
     clock = [0.0]
     budget = Budget(10.0, clock=lambda: clock[0])
-    handed: list[list[int]] = []
 
-    def run(tasks):
-        handed.append(tasks)
-        for t in tasks:
-            clock[0] += 1.0  # each run takes a second of the budget
-            yield t
+    def run(seconds):
+        clock[0] += seconds
+        return seconds
 
-    got = list(run_within(budget, list(range(100)), run, 2, seconds_of=lambda t: 1.0))
-    assert handed[0] == [0, 1]  # one per worker, timed, then as many as fit in half of what is left
-    assert len(handed[1]) == 8 and got == list(range(len(got))) and clock[0] >= 10
-    assert len(got) < 100
+    got = []
+    with budget.applied(), pytest.raises(Spent):
+        for _i, seconds in run_each(run, [4.0] * 10, workers=1):
+            got.append(seconds)
+    assert got == [4.0] * 3  # 4, 8: within; 12: past the end, so no fourth
     spent = Budget(1.0, clock=lambda: 5.0, started=0.0)
-    assert list(run_within(spent, [1, 2, 3], lambda ts: iter(ts), 1)) == [1]  # the first round, then no more
-    assert list(run_within(Budget(), [1, 2, 3], lambda ts: iter(ts), 1)) == [1, 2, 3]
+    with spent.applied(), pytest.raises(Spent):
+        assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1]  # something gets done
+    # Without a budget, or in a unit held whole, every run is done.
+    assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1, 2, 3]
+    with spent.applied(), budgets.held():
+        assert [r for _i, r in run_each(lambda x: x, [1, 2, 3])] == [1, 2, 3]
+
+
+def test_on_workers_the_budget_stops_the_runs_keeping_those_done_and_abandons_one_past_its_grace(monkeypatch):
+    """No run starts once the budget is spent; one under way past the budget's grace is given
+    up (its worker stopped), and every run finished before is handed over first."""
+    import time
+
+    monkeypatch.setattr(budgets, "OVERRUN_MIN_S", 2.0)  # a grace of 1 s
+    list(run_each(time.sleep, [0.0, 0.0], workers=2))  # the workers started, as a command's would be
+    budget = Budget(1.5)
+    got = []
+    began = time.monotonic()
+    with budget.applied(), pytest.raises(Spent):
+        for i, _none in run_each(time.sleep, [0.3, 0.3, 0.3, 120.0, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], workers=2):
+            got.append(i)
+    took = time.monotonic() - began
+    assert 3 <= len(got) < 9 and 3 not in got, got  # the long run is never handed over
+    assert took < 1.5 + 1.0 + 1.0, took  # the budget, its grace, and stopping the workers
+    # The workers are started again for the next work.
+    assert sorted(i for i, _none in run_each(time.sleep, [0.0, 0.0, 0.0], workers=2)) == [0, 1, 2]
+
+
+def test_one_model_a_runs_cost_at_this_machines_pace_for_as_many_runs_at_once(tmp_path):
+    """A stage's time is its runs' cost shared over the workers (or its longest run) at the pace
+    of that many runs at once here; a pace not known yet is measured once and kept."""
+    import json
+
+    from simapf.jobs.estimate import Pace, Runs, Stage, cost, estimate
+    from simapf.scenario import load_scenario
+
+    loaded = load_scenario(TINY)
+    c = cost(loaded)
+    assert c > 0 and cost(load_scenario({**TINY, "run": {"duration_s": 40, "seed": 1}})) > c  # more requests
+    path = tmp_path / "state" / "pace.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"version": 1, "observed": {"1": [[2.0, 3.0]], "2": [[1.0, 2.0], [1.0, 2.0]]}}))
+    pace = Pace(path)
+    found = estimate([Stage([Runs(loaded, 4)], workers=2), Stage([Runs(loaded)], workers=2)], pace)
+    assert found.runs == 5 and found.seconds == pytest.approx(4 * c / 2 * 2.0 + c * 1.5)
+    assert found.source.endswith("pace, 1 at a time from 1 run here and 2 at once from 2 runs here")
+
+    # No run of 3 at once here yet: three reference runs at once measure it, kept for the next.
+    found = estimate([Stage([Runs(loaded, 6)], workers=3)], pace)
+    assert found.source.endswith("pace, from 3 reference runs at once here") and pace.runs(3) == 3
+    pace.save()
+    assert len(json.loads(path.read_text())["observed"]["3"]) == 3
 
 
 def test_a_budget_stop_says_what_is_done_and_left():
@@ -334,7 +438,7 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     """Their times depend on the machine; how many runs the shipped files take does not."""
     pytest.importorskip("optuna")
     from simapf.outputs import kepfigures
-    from simapf.calibrate.command import planned_grids
+    from simapf.calibrate.command import expected_grids, planned_grids
     from simapf.calibrate.data import cells, load_rows
     from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params
     from simapf.calibrate.report import current_values, load_jacobian
@@ -345,7 +449,6 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     lines = docs_estimate_lines()
     sweep = load_sweep_spec(repo / "sweeps" / "policies-size-qps.yaml")
     assert f": about {len(sweep.runs):,} runs, " in lines["sweep"]
-    assert f"each of {len(sweep.combinations):,} scenarios" in lines["sweep"]
 
     search = load_optimize_spec(repo / "sweeps" / "optimize-relist-storm.yaml")
     per_trial = len(search.spec.seeds) * len(search.cases)
@@ -364,6 +467,9 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     rows = load_rows()
     given = load_jacobian(jacobian_path(SHIPPED), free, current_values(free, params, setup), rows) is not None
     grids = planned_grids(len(free), 10, given)
+    expected = expected_grids(record, given)
     n_cells = len(cells(rows))
-    assert (f": at most {grids * n_cells:,} runs ({grids} grid evaluations of {n_cells} cells: 10 iterations, "
-            f"finite differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip
+    why = "as a refit from a solution with its Jacobian takes" if given else "as the start's own fit took"
+    assert (f": about {round(expected * n_cells):,} runs ({expected:g} grid evaluations, {why}; "
+            f"at most {grids * n_cells:,}: {grids} grid evaluations of {n_cells} cells: 10 iterations, finite "
+            f"differences over {len(free)} parameters)") in lines["calibrate"]  # fmt: skip

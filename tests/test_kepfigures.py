@@ -194,3 +194,40 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "Traceback" not in res.stderr
     assert res.stderr.splitlines()[-1] == f"simapf: error: --out {tmp_path / 'figs'}: cannot write: No space left on device"
     assert not (tmp_path / "figs").exists() and not list(tmp_path.glob(".*figs*"))
+
+
+def test_check_says_stale_after_the_models_source_changes(tmp_path, monkeypatch):
+    """The figure rests on the model's code too: the same digest of its source the result cache
+    keys its runs on (simapf.jobs.cache.source_digest)."""
+    from simapf.jobs import cache
+
+    spec = _project(tmp_path)
+    make(spec, tmp_path / "figs", only=["memory"])
+    record = json.loads((tmp_path / "figs" / "memory.provenance.json").read_text())
+    assert record["sources_sha256"] == cache.source_digest()
+    assert check(tmp_path / "figs") == [("memory", "current")]
+
+    monkeypatch.setattr(cache, "source_digest", lambda: "0" * 64)  # as after an edit to simapf/server/memory.py
+    assert check(tmp_path / "figs") == [("memory", "stale: its model's source changed")]
+    monkeypatch.undo()
+
+    # A figure made before the digest was recorded cannot be told current.
+    del record["sources_sha256"]
+    (tmp_path / "figs" / "memory.provenance.json").write_text(json.dumps(record))
+    assert check(tmp_path / "figs") == [("memory", "stale: its model's source changed")]
+
+
+def test_the_source_digest_follows_an_edit_to_the_model(tmp_path):
+    """An edit to a copy of the package's model changes the digest; one to a module that only
+    draws does not (those change no number a figure shows)."""
+    from simapf.jobs import cache
+
+    copy = tmp_path / "simapf"
+    shutil.copytree(cache.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    before = cache.source_digest(copy)
+    style = copy / "outputs" / "style.py"
+    style.write_text(style.read_text() + "\n# a comment\n")
+    assert cache.source_digest.__wrapped__(copy) == before
+    memory = copy / "server" / "memory.py"
+    memory.write_text(memory.read_text() + "\n# a comment\n")
+    assert cache.source_digest.__wrapped__(copy) != before

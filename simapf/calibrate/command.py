@@ -13,20 +13,23 @@ only), and writes the new record to `--out` with its Jacobian beside it (`<out s
 which says where its finite differences were taken if not at the record's values).
 
 It first says how many runs the fit takes at most and about how long (simapf.jobs.estimate). With a
-time budget (simapf.jobs.budget) the fit stops between grid evaluations once the budget is spent,
-and writes nothing to `--out`: the best point so far goes, as a whole record marked unfinished
-(`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml` with the fit's last
-Jacobian beside it, and the fit goes on from there with `--start` that record (and the
-iterations left). A fit always does one iteration before its budget can stop it.
+time budget (simapf.jobs.budget) the fit stops once the budget is spent, inside a grid evaluation
+too when the result cache keeps the cells it finished (else between grid evaluations, once it
+has done an iteration), and writes nothing to `--out`: the best point so far goes, as a whole
+record marked unfinished (`fit.unfinished`, and in its name), to `<out stem>.unfinished.yaml`
+with the fit's last Jacobian beside it, and the fit goes on from there with `--start` that
+record (and the iterations left). Stopped before its first iteration, it writes nothing at all:
+the same command goes on, its cells done read from the result cache.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.jobs.budget import Budget
+from simapf.jobs import cache
+from simapf.jobs.budget import Budget, Spent
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows
 from simapf.calibrate.fit import NOISE_FLOOR, GivenJacobian, fit, free_params_by_key
@@ -65,13 +68,6 @@ def check_out(out: str | Path, data: str | Path | None, force: bool = False, bud
             check_output_file(path, f"{option} (unfinished, for --budget)", force, inputs, ours)
 
 
-def _grid_key(data_path: Path, workers: int) -> str:
-    """The key of a grid evaluation's time (simapf.jobs.estimate): its data, on so many workers."""
-    from simapf.jobs.estimate import cost_key
-
-    return cost_key({"calibrate": hashlib.sha256(data_path.read_bytes()).hexdigest(), "workers": workers})
-
-
 def planned_grids(free: int, max_iterations: int, given: bool) -> int:
     """The most grid evaluations a fit takes: the start; finite differences there (unless
     given), every REFRESH_EVERY iterations and at the solution, each at most one grid per free
@@ -82,22 +78,42 @@ def planned_grids(free: int, max_iterations: int, given: bool) -> int:
     return 1 + max_iterations + free * refreshes
 
 
-def _estimate_line(rows, params, setup, free: int, given: bool, max_iterations: int, workers: int,
-                   per_grid_s: float | None, budget: Budget) -> str:  # fmt: skip
-    """The line a fit starts with: its runs at most, timed by the last fit's grid evaluations
-    here, or else by a pilot of the grid's cells."""
+# Grid evaluations a fit takes from a record's solution, with its Jacobian (measured: the shipped
+# record's refit, docs/benchmarks.md): the start, a trial step or two, and the steps' cells.
+REFIT_GRIDS = 4.0
+
+
+def expected_grids(start_record: dict[str, Any], given: bool) -> float | None:
+    """The grid evaluations a fit is expected to take: REFIT_GRIDS from a record's solution
+    with its Jacobian (`given`), else as many as the start record's own fit took, if it says."""
+    if given:
+        return REFIT_GRIDS
+    got = (start_record.get("fit") or {}).get("grid_evaluations") if isinstance(start_record, dict) else None
+    return float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) and got > 0 else None
+
+
+def _grid(rows, params, setup) -> list[Any]:
+    """The cells of a grid evaluation, as runs (simapf.jobs.estimate)."""
     from simapf.calibrate.data import cells
     from simapf.calibrate.scenario import scenario_for
-    from simapf.jobs.estimate import Runs, Stage, estimate
+    from simapf.jobs.estimate import Runs
     from simapf.scenario import load_scenario
 
-    grid = [Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(rows)]
-    grids = planned_grids(free, max_iterations, given)
-    found = estimate([Stage(grid, workers, times=grids, seconds=per_grid_s,
-                            measured="the last fit's grid evaluations here")])  # fmt: skip
-    planned = (f"at most {found.runs:,} runs ({grids} grid evaluations of {len(grid)} cells: {max_iterations} "
-               f"iterations, finite differences over {free} parameters)")  # fmt: skip
-    return found.line("calibrate", planned, budget, most=True)
+    return [Runs(load_scenario(scenario_for(c, params, setup))) for c in cells(rows)]
+
+
+def _estimate_line(grid: list[Any], workers: int, grids: float, most: int, free: int, max_iterations: int,
+                   why: str, budget: Budget, pace: Any) -> str:  # fmt: skip
+    """The line a fit starts with: its runs, `grids` grid evaluations (`expected_grids`, or
+    else, and at most, `most`: as many as `max_iterations` allow)."""
+    from simapf.jobs.estimate import Stage, estimate
+
+    found = estimate([Stage(grid, workers, times=grids)], pace)
+    bound = f"{most} grid evaluations of {len(grid)} cells: {max_iterations} iterations, finite differences over {free} parameters"
+    if grids >= most:
+        return found.line("calibrate", f"at most {found.runs:,} runs ({bound})", budget, most=True)
+    planned = f"about {found.runs:,} runs ({grids:g} grid evaluations, {why}; at most {most * len(grid):,}: {bound})"
+    return found.line("calibrate", planned, budget)
 
 
 def calibrate(
@@ -125,7 +141,7 @@ def calibrate(
     so far as an unfinished record (see the module's docstring) and raise
     `simapf.jobs.budget.BudgetReached`. `announce`: called, before the fit, with a line that says how
     many runs it takes at most and how long."""
-    from simapf.jobs.estimate import recorded
+    from simapf.jobs.estimate import Stage, estimate, recorded
 
     budget = budget or Budget()
     check_out(out, data, force, budget.limited)
@@ -137,17 +153,31 @@ def calibrate(
     loss = loss or record_loss(start_record)
     stored = load_jacobian(jacobian_path(start_path), free, current_values(free, params, setup), rows)
     given = GivenJacobian(*stored) if stored is not None else None
-    with Simulator(n_jobs, backend) as sim, recorded() as timings:
+    grid = _grid(rows, params, setup)
+    most = planned_grids(len(free), max_iterations, given is not None)
+    grids = min(expected_grids(start_record, given is not None) or most, most)
+    with Simulator(n_jobs, backend) as sim, recorded() as pace:
         workers = sim.backend.workers or (1 if sim.backend.kind == "serial" else cpu_count())
-        grid_key = _grid_key(data_path, workers)
         if announce is not None:
-            announce(_estimate_line(rows, params, setup, len(free), given is not None, max_iterations, workers,
-                                    timings.get(grid_key), budget))  # fmt: skip
-        result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
-                     progress=progress, log=log, given=given, loss=loss,
-                     noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor, budget=budget)  # fmt: skip
-        if result.evaluations:
-            timings.put(grid_key, result.wall_s / result.evaluations)
+            why = "as a refit from a solution with its Jacobian takes" if given is not None else "as the start's own fit took"
+            announce(_estimate_line(grid, workers, grids, most, len(free), max_iterations, why, budget, pace))
+
+        def left_s(done: float) -> float:
+            return estimate([Stage(grid, workers, times=max(grids - done, 1.0))], pace).seconds
+
+        # Inside a grid evaluation only where the cells it finished are kept for the next call.
+        inside = budget.applied() if cache.active() is not None else contextlib.nullcontext()
+        before = sum(cache.tally.snapshot())
+        try:
+            with inside:
+                result = fit(rows, params, setup, free, max_iterations=max_iterations, simulator=sim,
+                             progress=progress, log=log, given=given, loss=loss,
+                             noise_floor=NOISE_FLOOR if noise_floor is None else noise_floor, budget=budget)  # fmt: skip
+        except Spent:
+            done = (sum(cache.tally.snapshot()) - before) / len(grid)
+            raise budget.reached("calibrate", 0, max_iterations, "iterations", kept="the result cache (the cells it ran)",
+                                 left_s=left_s(done)) from None  # fmt: skip
+        rest_s = left_s(result.evaluations)
     section = result.fit_section()
     if result.stopped:
         section["unfinished"] = result.stopped
@@ -163,7 +193,7 @@ def calibrate(
         write_output_file(path, text, "calibration", option, force, [data_path], ours)
     if result.stopped:
         left = max(max_iterations - result.iterations, 1)
-        raise budget.reached("calibrate", max_iterations - left, max_iterations, "iterations", kept=str(written),
+        raise budget.reached("calibrate", max_iterations - left, max_iterations, "iterations", kept=str(written), left_s=rest_s,
                              resume=("--start", str(written), "--max-iterations", str(left)))  # fmt: skip
     summary = result.summary.as_dict()
     summary.update(wall_s=round(result.wall_s, 1), iterations=result.iterations, grid_evaluations=result.evaluations)

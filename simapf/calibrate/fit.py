@@ -35,12 +35,14 @@ and the record keeps finite differences taken within one DIFF_STEP of its soluti
 along the fit's steps) rather than paying for a fresh set that would differ from them by as
 much as two sets a little apart differ from each other (calibration/validation-notes.md).
 
-A time budget (simapf.jobs.budget) stops a fit between grid evaluations (a Jacobian's finite
-differences are one batch of them), never inside one, and never before its first iteration is
-done, so that a fit continued from where it stopped always gets on. The fit then ends
-at the best point so far, as it does at the noise floor, with `FitResult.stopped` saying so: no
-fresh finite differences are taken for it, the last Jacobian (updated along the steps) goes
-with it.
+A time budget (simapf.jobs.budget) stops a fit between grid evaluations once it has done an
+iteration; applied to its runs (`Budget.applied`, which the command does where the result cache
+keeps the cells), it stops inside a grid evaluation too (a Jacobian's finite differences are
+one batch of them), the cells finished kept. The fit then ends at the best point so far, as it
+does at the noise floor, with `FitResult.stopped` saying so: no fresh finite differences are
+taken for it, the last Jacobian (updated along the steps) goes with it. Stopped before its
+first iteration, it has no better point than its start: `Spent` goes to the caller, and the
+same fit started again finds the cells done in the result cache.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from simapf.jobs.budget import Budget
+from simapf.jobs.budget import Budget, Spent
 from simapf.calibrate.data import Cell, Row, cells as all_cells
 from simapf.calibrate.experiment import CellResult, ExperimentSetup, cell_path, cell_plan, run_params
 from simapf.calibrate.grid import Simulator
@@ -428,7 +430,7 @@ class Problem:
         work = [(*self.at(x), sub) for x, sub in zip(xs, subsets)]
         n = sum(len(w[2]) for w in work)
         if n and self.may_stop and self.budget.spent():
-            raise _BudgetSpent()
+            raise Spent(self.budget)
         self.evaluations += n / len(self.cells)
         return self.sim.run(work, progress=self.progress) if n else [{} for _ in work]
 
@@ -556,10 +558,6 @@ class Problem:
 
 class _AtNoiseFloor(Exception):
     """The next trial step is predicted to gain less than the cost's noise floor."""
-
-
-class _BudgetSpent(Exception):
-    """The budget was spent before the next grid evaluation."""
 
 
 @dataclass
@@ -702,25 +700,32 @@ def fit(
     except _AtNoiseFloor as stop:
         message = str(stop)
         say(f"calibrate: stopped: {message}")
-    except _BudgetSpent:
-        assert budget is not None
-        stopped = message = (f"stopped by its budget of {budget.text} after {iterations[0]} iteration"
-                             f"{'s' if iterations[0] != 1 else ''}, before it was done")  # fmt: skip
+    except Spent as spent:
+        if not iterations[0]:
+            bar.close()
+            raise  # no better point than the start: the caller says so
+        stopped = message = _stopped(spent.budget, iterations[0])
         say(f"calibrate: {message}")
     prob.may_stop = False  # what follows finishes the fit (or writes where its budget stopped it)
     # scipy accepts a step only if it lowers the cost, so the best point is its last one
     x = best["x"]
     r, results = prob.evaluate(x)
+    J = None
+    if not stopped:
+        try:
+            if final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
+                say("calibrate: no step was accepted; the Jacobian at the start is the record's")
+                J = known
+            elif final_jacobian and not prob.near_finite_differences(x):
+                say("calibrate: finite differences at the solution, for the record")
+                J = prob.finite_differences(x)
+            else:
+                J = prob.updated_jacobian(x)
+        except Spent as spent:  # inside the finite differences at the solution
+            stopped = message = _stopped(spent.budget, iterations[0])
+            say(f"calibrate: {message}")
     if stopped:
         J = _last_jacobian(prob, x)
-    elif final_jacobian and (known := prob.finite_differences_known_at(x)) is not None:
-        say("calibrate: no step was accepted; the Jacobian at the start is the record's")
-        J = known
-    elif final_jacobian and not prob.near_finite_differences(x):
-        say("calibrate: finite differences at the solution, for the record")
-        J = prob.finite_differences(x)
-    else:
-        J = prob.updated_jacobian(x)
     fd_x = prob.fd_x()
     jacobian_at = None if fd_x is None or np.array_equal(fd_x, x) else prob.values(fd_x)
     bar.close()
@@ -732,6 +737,10 @@ def fit(
         residual_rows=residual_rows(prob.cells), iterations=iterations[0], wall_s=time.perf_counter() - t0,
         loss=loss, jacobian_at=jacobian_at, stopped=stopped,
     )  # fmt: skip
+
+
+def _stopped(budget: Budget, iterations: int) -> str:
+    return f"stopped by its budget of {budget.text} after {iterations} iteration{'s' if iterations != 1 else ''}, before it was done"
 
 
 def _last_jacobian(prob: Problem, x: np.ndarray) -> np.ndarray | None:

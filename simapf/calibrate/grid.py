@@ -12,10 +12,9 @@ holds (simapf.jobs.cache) is not run again.
 
 from __future__ import annotations
 
+import functools
 from contextlib import ExitStack
 from typing import Any, Callable, Iterable, Iterator
-
-from joblib import Parallel, delayed
 
 from simapf.calibrate.data import Cell
 from simapf.calibrate.experiment import CellResult, ExperimentSetup
@@ -96,9 +95,8 @@ class Simulator:
             n = n_jobs or cpu_count()
             backend = Backend("joblib", n) if n > 1 else Backend("serial", 1)
         self.backend = backend
-        workers = backend.workers or cpu_count()
-        parallel = backend.kind == "joblib" and workers > 1
-        self._pool = Parallel(n_jobs=workers, return_as="generator_unordered") if parallel else None
+        self._workers = 1 if backend.kind == "serial" else backend.workers or cpu_count()
+        self._costs: dict[tuple[int, int], float] = {}  # a cell's cost (simapf.jobs.estimate), by (row, seats)
         self._client: Any = None
         self._resources = ExitStack()
 
@@ -111,7 +109,7 @@ class Simulator:
         self.close()
 
     def close(self) -> None:
-        """Disconnect from Dask (and stop a local cluster); joblib's pool needs nothing."""
+        """Disconnect from Dask (and stop a local cluster); local workers need nothing."""
         self._client = None
         self._resources.close()
 
@@ -139,24 +137,28 @@ class Simulator:
         return out
 
     def _batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
-        """The results of each batch, in whatever order they finish."""
+        """The results of each batch, in whatever order they finish (simapf.jobs.pool, which a
+        time budget stops)."""
+        from simapf.jobs.estimate import recording
+        from simapf.jobs.pool import run_each, run_on_dask
+
+        run = functools.partial(_run_batch, params=params, setup=setups)
+        each = self._batch_costs(batches, params, setups) if recording() else None
         if self.backend.kind == "dask":
-            return self._dask_batches(batches, params, setups)
-        if self._pool is None:
-            return (_run_batch(b, params, setups) for b in batches)
-        return self._pool(delayed(_run_batch)(b, params, setups) for b in batches)
+            return (out for _i, out in run_on_dask(self._connect(), run, batches, costs=each, workers=self._workers))
+        return (out for _i, out in run_each(run, batches, self._workers, each))
 
-    def _dask_batches(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> Iterator[list]:
-        client = self._connect()
-        from distributed import as_completed
+    def _batch_costs(self, batches: list[Batch], params: list[ServerParams], setups: list[ExperimentSetup]) -> list[float]:
+        """Each batch's cost: its cells' (each cell's taken once: a fit's steps hardly change it)."""
+        from simapf.calibrate.scenario import scenario_for
+        from simapf.jobs.estimate import cost
+        from simapf.scenario import load_scenario
 
-        futures = client.map(_run_batch, batches, params=params, setup=setups, pure=False)
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-                future.release()
-        finally:
-            client.cancel([f for f in futures if not f.done()])
+        for batch in batches:
+            for k, c in batch:
+                if (c.row.index, c.seats) not in self._costs:
+                    self._costs[(c.row.index, c.seats)] = cost(load_scenario(scenario_for(c, params[k], setups[k])))
+        return [sum(self._costs[(c.row.index, c.seats)] for _k, c in batch) for batch in batches]
 
     def _connect(self) -> Any:
         if self._client is None:

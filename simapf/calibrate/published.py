@@ -22,6 +22,7 @@ the table, with the missing mechanism.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -511,6 +512,23 @@ def _run_one(scenario: str, overrides: str, readings: list[tuple[str, str]], bas
             "wall_s": time.perf_counter() - start, "sim_s": loaded.scenario.run.duration_s}  # fmt: skip
 
 
+def _run_task(task: tuple, base: str, draws: Any) -> dict[str, Any]:
+    """`_run_one` of a task of `run_table`: ((scenario, overrides), readings, seed offset, draw)."""
+    (scenario, overrides), readings, seed_offset, draw = task
+    return _run_one(scenario, overrides, sorted(readings), base, seed_offset, draws, draw)
+
+
+def _costs(tasks: list, base: str) -> list[float]:
+    """Each task's cost (simapf.jobs.estimate): its scenario's, whatever its seed or draw."""
+    from simapf.jobs.estimate import cost
+
+    by_run: dict[tuple[str, str], float] = {}
+    for (s, o), _rs, _k, _d in tasks:
+        if (s, o) not in by_run:
+            by_run[(s, o)] = cost(_load(s, base, json.loads(o)))
+    return [by_run[key] for key, _rs, _k, _d in tasks]
+
+
 def _run_scenario(scenario: str, overrides: str, base: str, seed_offset: int = 0, draws: Any = None,
                   draw: int = 0):  # fmt: skip
     """The loaded scenario of one run of the table (see `_run_one`)."""
@@ -637,13 +655,11 @@ def run_table(rows: Iterable[str] | None = None, progress: bool = False, workers
     cached, todo, keys = _from_cache(tasks, str(base), draws)
     n = max(1, min(workers or cpu_count(), len(todo)))
     done: dict[tuple[tuple[str, str], int], list[dict]] = {}  # (run, draw) -> its runs
-    if n == 1:
-        outputs: Iterable[dict] = (_run_one(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in todo)
-    else:
-        from joblib import Parallel, delayed
+    from simapf.jobs.estimate import recording
+    from simapf.jobs.pool import run_each
 
-        parallel = Parallel(n_jobs=n, backend="loky", return_as="generator_unordered", batch_size=1)
-        outputs = parallel(delayed(_run_one)(s, o, sorted(rs), str(base), k, draws, d) for (s, o), rs, k, d in todo)
+    run = functools.partial(_run_task, base=str(base), draws=draws)
+    outputs = (out for _i, out in run_each(run, todo, n, _costs(todo, str(base)) if recording() else None))
     for out in itertools.chain(cached, _kept(outputs, keys)):
         done.setdefault((out["key"], out["draw"] or 0), []).append(out)
         if progress:

@@ -27,7 +27,7 @@ from simapf.errors import ConfigError
 from simapf.files import output_directory
 from simapf.outputs.provenance import provenance
 from simapf.scenario.load import LoadedScenario, load_scenario
-from simapf.sweeps.backends import choose, cpu_count, release_workers, run_tasks
+from simapf.sweeps.backends import choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import derive_seed, run_id
 from simapf.sweeps.progress import with_progress
@@ -150,7 +150,7 @@ def compare(
     each policy's intervals and, per pair, how often one wins (`simapf.comparison.uncertainty`).
     `announce`: called, before any run, with a line that says how many runs there are and how
     long they should take (`simapf.jobs.estimate`)."""
-    from simapf.jobs.estimate import key_of_task, recorded
+    from simapf.jobs.estimate import cost, recorded
 
     parsed = [parse_policy(p) for p in policies]
     if len(parsed) < 2:
@@ -185,23 +185,21 @@ def compare(
         except ConfigError as exc:
             raise ConfigError(f"--policy {policy.label}: {str(exc).removeprefix('<scenario>: ')}") from None
         data, files = bundle(with_policy)
+        cost_s = cost(with_policy)
         for r, seed in enumerate(seeds):
             key = {"run_id": run_id(seed, {"policy": policy.label}, r), "policy": policy.label,
                    "replication": r, "seed": seed}  # fmt: skip
             tasks.append(RunTask(key=key, scenario={**data, "run": {**data["run"], "seed": seed}}, files=files,
-                                 label=f"{policy.label} #{r}"))  # fmt: skip
+                                 label=f"{policy.label} #{r}", cost=cost_s))  # fmt: skip
 
     chosen = choose(backend, workers, dask)
-    by_id = {t.key["run_id"]: t for t in tasks}
     rows = {}
     try:
-        with recorded() as timings:
+        with recorded() as pace:
             if announce is not None:
-                announce(_estimate_line(sc.name, by_policy, replications, uncertainty, chosen.workers or cpu_count(),
-                                        timings))  # fmt: skip
+                announce(_estimate_line(sc.name, by_policy, replications, uncertainty, chosen.at_once(), pace))
             for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, sc.name, progress):
                 rows[row["run_id"]] = row
-                timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
     finally:
         release_workers()
     ordered = [rows[t.key["run_id"]] for t in tasks]
@@ -226,7 +224,7 @@ def compare(
 
 
 def _estimate_line(name: str, by_policy: dict[str, LoadedScenario], replications: int, draws: int,
-                   workers: int, timings: Any = None) -> str:  # fmt: skip
+                   workers: int, pace: Any = None) -> str:  # fmt: skip
     """The line that says how many runs the comparison takes and how long: each policy's
     replications, then its parameter draws (timed as its own runs)."""
     from simapf.jobs.estimate import Runs, Stage, estimate
@@ -234,7 +232,7 @@ def _estimate_line(name: str, by_policy: dict[str, LoadedScenario], replications
     stages = [Stage([Runs(loaded, replications) for loaded in by_policy.values()], workers)]
     if draws:
         stages.append(Stage([Runs(loaded, draws) for loaded in by_policy.values()], workers))
-    found = estimate(stages, timings)
+    found = estimate(stages, pace)
     planned = (f"about {found.runs:,} runs ({len(by_policy)} policies x {replications} replication"
                f"{'s' if replications != 1 else ''}{f' + {draws} parameter draws each' if draws else ''})")  # fmt: skip
     return found.line(f"compare {name}", planned)

@@ -1,11 +1,15 @@
 """A time budget for long work (`--budget 10m`): stop at the next resumable point once it is spent.
 
 One mechanism for every long command. A `Budget` is a deadline, counted from when the command
-started; the work checks it between its units (a sweep's or a search's runs, a search's batches
-of trials, figures, a fit's grid evaluations) and never inside one: a unit already started
-finishes and is kept whole. When the budget is spent before the work is done, the work raises
-`BudgetReached`, which says what was done, what is left, where the finished part is kept; the
-command line adds the command that continues it and ends with exit status `BUDGET_EXIT`.
+started. The command applies it to its work (`with budget.applied():`), and the one place runs
+are executed (`simapf.jobs.pool`) checks it: once it is spent, no run is started; the runs under
+way may finish within its grace (`grace_s`: half of what it may be overrun by, `overrun_s`), and
+are abandoned after it. Each run that finished was handed to its caller as it came (written to a
+sweep's directory, kept in the result cache), so stopping inside a long unit of work (a figure
+of 330 runs, a fit's grid evaluation, a sweep) loses none of them. The executor then raises
+`Spent`; the command turns it into `BudgetReached`, which says what was done, what is left,
+where the finished part is kept; the command line adds the command that continues it and ends
+with exit status `BUDGET_EXIT`.
 
 The exit status is neither 0 (the work is not finished: `simapf sweep ... && next-step` must
 not go on to the next step) nor 2 (nothing was wrong with the input), so a script can tell a
@@ -13,26 +17,25 @@ budget stop from both, and loop until the work is done:
 
     until simapf sweep big.yaml --budget 30m; do [ $? -eq 3 ] || exit 1; done
 
-Every call does one unit at least (a round of runs, a batch of trials, a figure, a grid
-evaluation), so that a budget shorter than a unit still gets the work on.
-
-Runs handed to the workers together start together, so `run_within` hands a sweep's runs out in
-rounds: at first one per worker, then as many as the runs' own timings say fit in half of what
-is left of the budget. Without a budget every run is handed out at once, as always.
+Every call gets something done (`progressed`: a run finished, or a unit such as a figure), so
+that a budget shorter than a run still gets the work on. A unit that cannot be taken up where it
+stopped (a search's batch of trials, which every trial asked for must be told of) runs `held()`:
+the budget stops before it or after it, never inside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence
 
 from simapf.errors import ConfigError
 
 BUDGET_EXIT = 3  # the work stopped at a resumable point because its budget was spent
 MAX_BUDGET_S = 366 * 86400.0  # a year: longer is a typo (a missing unit is refused anyway)
-
-T = TypeVar("T")
+OVERRUN_FRACTION = 0.10  # a budget B stops the work by max(10 % of B, 30 s) past B
+OVERRUN_MIN_S = 30.0
 
 
 def budget_problem(text: str) -> str | None:
@@ -73,6 +76,7 @@ class Budget:
         self.text = text or (f"{seconds:g}s" if seconds is not None else "none")
         self.clock = clock
         self.started = clock() if started is None else started
+        self.done_any = False  # see `progressed`
 
     @classmethod
     def parse(cls, text: str | None, started: float | None = None) -> "Budget":
@@ -91,6 +95,34 @@ class Budget:
 
     def spent(self) -> bool:
         return self.left() <= 0
+
+    @property
+    def overrun_s(self) -> float:
+        """How far past its end the work may go: OVERRUN_FRACTION of it, OVERRUN_MIN_S at least."""
+        return math.inf if self.seconds is None else max(OVERRUN_FRACTION * self.seconds, OVERRUN_MIN_S)
+
+    @property
+    def grace_s(self) -> float:
+        """How long after its end the runs under way may go on to finish: half the overrun, the
+        other half for what the command does after them (writing what is done)."""
+        return self.overrun_s / 2
+
+    def progressed(self) -> None:
+        """Something was done under the budget (a run finished, a figure was made)."""
+        self.done_any = True
+
+    def may_stop(self) -> bool:
+        """Whether the work should stop now: the budget is spent and something was done."""
+        return self.done_any and self.spent()
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator["Budget"]:
+        """Within the block, the runs executed (simapf.jobs.pool) stop once this budget is spent."""
+        _applied.append(self)
+        try:
+            yield self
+        finally:
+            _applied.remove(self)
 
     def reached(self, what: str, done: int, total: int, unit: str, kept: str | None = None,
                 left_s: float | None = None, resume: Sequence[str] = ()) -> "BudgetReached":  # fmt: skip
@@ -120,7 +152,7 @@ class BudgetReached(Exception):
 
     def summary(self) -> str:
         """One line: the budget, what was done and where it is, what is left."""
-        from simapf.jobs.estimate import duration
+        from simapf.scenario.work import duration
 
         left = self.total - self.done
         text = (f"{self.what}: budget of {self.budget.text} spent ({duration(self.elapsed_s)}): {self.done} of "
@@ -152,28 +184,30 @@ def continue_command(args: Sequence[str], resume: Sequence[str] = ()) -> list[st
     return out + list(resume)
 
 
-def run_within(budget: Budget, tasks: Sequence[T], run: Callable[[list[T]], Iterable[Any]], workers: int,
-               seconds_of: Callable[[Any], float | None] = lambda row: None) -> Iterator[Any]:  # fmt: skip
-    """What `run` yields for `tasks`, handed to it in rounds while the budget lasts: every task
-    at once without a budget; with one, `workers` at first, then as many as the runs' own
-    timings (`seconds_of` a result; None: not known) say fit in half of what is left. A round
-    once handed out finishes, and the first always runs (a budget shorter than a run still gets
-    the work on). Stops, with tasks left, when the budget is spent between rounds: `len(tasks)`
-    minus what was yielded says how many."""
-    if not budget.limited:
-        yield from run(list(tasks))
-        return
-    workers = max(1, workers)
-    timed: list[float] = []
-    i = 0
-    while i < len(tasks) and (i == 0 or not budget.spent()):
-        size = workers
-        if timed:
-            per_run = sum(timed) / len(timed)
-            size = max(workers, int(budget.left() / 2 * workers / max(per_run, 1e-3)))
-        for result in run(list(tasks[i : i + size])):
-            seconds = seconds_of(result)
-            if seconds is not None:
-                timed.append(float(seconds))
-            yield result
-        i += size
+class Spent(Exception):
+    """The budget applied to the runs (`Budget.applied`) was spent: no more were started, and
+    those that finished were handed to the caller before this was raised."""
+
+    def __init__(self, budget: Budget) -> None:
+        super().__init__(f"the budget of {budget.text} is spent")
+        self.budget = budget
+
+
+_applied: list[Budget] = []  # the budgets applied now, innermost last
+_held = 0  # depth of `held()` blocks
+
+
+def current() -> Budget | None:
+    """The budget the runs executed now stop for, if any (none within `held()`)."""
+    return None if _held else next((b for b in reversed(_applied) if b.limited), None)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Within the block, runs do not stop for a budget: a unit that must finish whole."""
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1

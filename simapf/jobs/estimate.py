@@ -1,40 +1,39 @@
-"""How long long work will take, measured before it starts, and the line that says so.
+"""How long long work will take, from one model of a run's cost, and the line that says so.
 
 Every long command (sweep, optimize, figures, calibrate, compare, --uncertainty draws) says what
 it is about to do before it does it, on stderr:
 
-    simapf: sweep policies-size-qps: about 216 runs, ~2 min on 2 workers (pilot: the first simulated seconds of each of 108 scenarios, 3 s)
+    simapf: sweep policies-size-qps: about 216 runs, ~2 min on 2 workers (model: the runs' size at this machine's pace, from 240 runs)
 
-A run's time is measured, not guessed from the scenario's size:
+The model, the same for every command, every kind of run and every point of a command's life
+(before it starts, when a budget stops it, when it goes on):
 
-- Timings: every run a sweep, search or comparison finishes is timed, and the time is kept under
-  its scenario (seed left out: it hardly changes the cost) in a small per-user state file,
-  `timings.json` in `$SIMAPF_STATE_DIR`, else `$XDG_STATE_HOME/simapf`, else
-  `~/.local/state/simapf` (the last MAX_TIMINGS scenarios). A scenario that ran before, here,
-  with this version of simapf, is estimated by the median of its last runs.
-- Pilot: any other is built and run for its first few simulated seconds in this process: the
-  start-up (informers' first lists, connections opening: PILOT_START_S, or until its clients'
-  `ramp_up_s` is over), then PILOT_MEASURE_S more. Its run takes the build and those seconds,
-  plus the rest of the run at the pace of the last PILOT_MEASURE_S. Pilots take about
-  PILOT_WALL_S in all; the scenarios left over take the piloted ones' time in proportion to
-  their static size (`simapf.scenario.work`).
+- A run's **cost** is what it simulates, counted from its scenario before anything is built
+  (`simapf.scenario.work`): the requests its rate-driven clients send, the series samples its
+  scrapes take, its client instances (informers listing and relisting) and its start-up, each
+  at the seconds per unit of COSTS. COSTS were fitted to the measured runs of the shipped
+  specs (docs/benchmarks.md says how far each kind of run was off).
+- This machine's **pace** scales it: the seconds its runs took over what their cost said, the
+  total of the last MAX_OBSERVED runs (the one place runs execute, `simapf.jobs.pool`, times
+  each one), for as many runs at once as a stage runs (runs side by side share the machine's
+  cores, caches and memory bandwidth, and each takes longer than alone). Before any run here
+  at that many at once, it is measured once, by that many runs of REFERENCE at once. The pace
+  is kept in a small per-user state file, `pace.json` in `$SIMAPF_STATE_DIR`, else
+  `$XDG_STATE_HOME/simapf`, else `~/.local/state/simapf`, and a command's runs update it when
+  it ends, so a command that goes on after a budget stop estimates what is left at the pace
+  its first part took.
 
-A pilot sees the first seconds of a run only: a run whose load grows later (a ramp, a relist
-storm, a cluster that grows) takes longer than its pilot says, until its own timing replaces the
-pilot. Runs are then spread over the workers: the estimate is the larger of the runs' total over
-the workers and the longest run.
+Runs then share out over the workers: a stage's time is the larger of its runs' total over the
+workers and its longest run, and stages run one after the other.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import json
 import logging
 import math
 import os
-import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -43,186 +42,172 @@ from typing import Any, Iterator, Sequence
 
 from simapf.scenario.work import duration
 
-PILOT_START_S = 2.0  # simulated seconds a pilot runs before it measures the pace
-PILOT_MEASURE_S = 2.0  # simulated seconds over which it measures it
-PILOT_WALL_S = 5.0  # pilots stop being started after this long (the first always runs)
-MAX_TIMINGS = 5000  # scenarios the state file remembers, the most recently run
-TIMINGS_KEPT = 5  # runs of each whose time it keeps
-TIMINGS_FILE = "timings.json"
+# Seconds per unit of what a run simulates, at pace 1 (the machine they were fitted on).
+COSTS = {
+    "requests": 40e-6,  # a request sent by a rate-driven client, through APF and the server model
+    "samples": 2e-6,  # a series sample taken at a scrape
+    "instances": 3.4e-3,  # a client instance: an informer's lists, relists and watch
+    "run": 0.02,  # building the run and handing back its result
+}
+MAX_OBSERVED = 200  # runs whose times the pace is the total of, the most recent
+PACE_FILE = "pace.json"
 
-__all__ = ["Estimate", "Runs", "Stage", "Timings", "duration", "estimate", "key_of", "key_of_task", "recorded"]
+# Measured once on a machine that has no pace yet: a few thousand LISTs and GETs (~0.2 s).
+REFERENCE: dict[str, Any] = {
+    "name": "pace-reference",
+    "run": {"duration_s": 60, "seed": 1},
+    "resources": [{"name": "configmaps", "count": 500, "object_size": {"mean_bytes": 2048}}],
+    "clients": [
+        {"name": "lister", "kind": "open_loop", "identity": {"user": "lister"}, "rate_per_s": 10,
+         "request": {"verb": "list", "resource": "configmaps"}},
+        {"name": "getter", "kind": "open_loop", "identity": {"user": "getter"}, "rate_per_s": 50,
+         "request": {"verb": "get", "resource": "configmaps"}},
+    ],
+}  # fmt: skip
+
+__all__ = ["Estimate", "Pace", "Runs", "Stage", "cost", "duration", "estimate", "recorded"]
 
 
-# ------------------------------------------------------------------------------ the state file
+# ------------------------------------------------------------------------------ the cost of a run
+
+
+def cost(loaded: Any) -> float:
+    """What a run of `loaded` (a LoadedScenario) costs at pace 1, in seconds (see the module's
+    docstring)."""
+    from simapf.scenario import work
+
+    w = work.estimate(loaded)
+    return (COSTS["requests"] * w.requests + COSTS["samples"] * w.samples + COSTS["instances"] * w.instance_count
+            + COSTS["run"])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Runs:
+    """`count` runs of one loaded scenario."""
+
+    loaded: Any
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Runs that go to `workers` together, `times` over (a fit's grid evaluations)."""
+
+    runs: Sequence[Runs]
+    workers: int = 1
+    times: float = 1.0
+
+
+# ------------------------------------------------------------------------------ this machine's pace
 
 
 def state_dir() -> Path:
-    """Where simapf keeps what it learns about this machine (the timings of runs)."""
+    """Where simapf keeps what it learns about this machine (the pace of its runs)."""
     if os.environ.get("SIMAPF_STATE_DIR"):
         return Path(os.environ["SIMAPF_STATE_DIR"])
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "simapf"
 
 
-@functools.lru_cache(maxsize=1)
-def _flavour() -> str:
-    """What makes a run's time differ besides its scenario: simapf's version, compiled or not."""
-    from simapf import compiled_core
-    from simapf.version import __version__
-
-    return f"{__version__}/{compiled_core.compiled()}"
-
-
-def cost_key(data: dict[str, Any], files: Sequence[tuple[str, bytes]] = ()) -> str:
-    """The key of a run's time: its scenario as data (and the contents of the files it names),
-    without its seed."""
-    run = {k: v for k, v in (data.get("run") or {}).items() if k != "seed"}
-    shown = {"scenario": {**data, "run": run}, "files": [[n, hashlib.sha256(c).hexdigest()] for n, c in files],
-             "simapf": _flavour()}  # fmt: skip
-    text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def key_of(loaded: Any) -> str:
-    """The timing key of a run of a loaded scenario, as its sweep or search task would have it."""
-    from simapf.sweeps.measure import bundle
-
-    return cost_key(*bundle(loaded))
-
-
-def key_of_task(task: Any) -> str:
-    """The timing key of a `RunTask`."""
-    return cost_key(task.scenario, task.files)
-
-
-class Timings:
-    """The state file's timings, and the ones this command adds (written by `save`).
-
-    It also learns how far this machine's runs take longer than their pilots said (`factor`):
-    pilots run alone in the command's process, runs side by side on the workers, with their
-    loading and summing up, beside whatever else the machine does. Each scenario piloted and
-    then run gives a ratio; the median of a command's ratios is kept per number of workers, and
-    pilots are scaled by it."""
+class Pace:
+    """This machine's pace, by how many runs go at once: the seconds its last runs took over
+    their cost. `observe` adds a run; `save` writes the state file (as it is then: another
+    command may have written it)."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or state_dir() / TIMINGS_FILE
-        self.entries, self.factors = _read_timings(self.path)
-        self.added: dict[str, list[float]] = {}
-        self.piloted: dict[str, float] = {}  # key -> what its pilot said, unscaled
-        self.workers = 1  # of the runs that follow the pilots
-        self.ratios: list[float] = []  # a run's time over its pilot's
+        self.path = path or state_dir() / PACE_FILE
+        self.observed = _read(self.path)  # runs at once -> [cost, seconds] of the last runs, oldest first
+        self.added: dict[str, list[list[float]]] = {}
+        self.measured: set[str] = set()  # the numbers of runs at once measured by REFERENCE now
 
-    def get(self, key: str) -> float | None:
-        """The median of the last runs' seconds, if any ran."""
-        times = self.added.get(key) or (self.entries.get(key) or {}).get("s")
-        return float(statistics.median(times)) if times else None
+    def runs(self, at_once: int = 1) -> int:
+        return len(self.observed.get(str(at_once), []))
 
-    def put(self, key: str, seconds: float) -> None:
-        if math.isfinite(seconds) and seconds >= 0:
-            earlier = self.added.get(key) or list((self.entries.get(key) or {}).get("s") or [])
-            self.added[key] = (earlier + [round(float(seconds), 4)])[-TIMINGS_KEPT:]
-            if self.piloted.get(key):
-                self.ratios.append(seconds / self.piloted[key])
+    def factor(self, at_once: int = 1) -> float:
+        """Seconds per second of cost with `at_once` runs at once; measured once (REFERENCE) if
+        no such run was timed here yet."""
+        if not self.observed.get(str(at_once)):
+            for pair in _reference(at_once):
+                self.observe(*pair, at_once=at_once)
+            self.measured.add(str(at_once))
+        pairs = self.observed[str(at_once)]
+        costs = sum(c for c, _s in pairs)
+        return sum(s for _c, s in pairs) / costs if costs > 0 else 1.0
 
-    def factor(self, workers: int) -> float:
-        """How many times its pilot's time a run on `workers` workers took here (1: not known)."""
-        return float(self.factors.get(str(workers), 1.0))
+    def observe(self, cost_s: float, seconds: float, at_once: int = 1) -> None:
+        if math.isfinite(cost_s) and math.isfinite(seconds) and cost_s > 0 and seconds >= 0:
+            key, pair = str(max(1, int(at_once))), [round(float(cost_s), 6), round(float(seconds), 6)]
+            self.observed[key] = (self.observed.get(key, []) + [pair])[-MAX_OBSERVED:]
+            self.added.setdefault(key, []).append(pair)
+
+    def source(self, at_once: int = 1) -> str:
+        """Where the pace of `at_once` runs at once comes from, in words."""
+        n = self.runs(at_once)
+        if str(at_once) in self.measured and n == at_once:
+            return f"{'a reference run' if n == 1 else f'{n} reference runs at once'} here"
+        return f"{n} run{'s' if n != 1 else ''} here"
 
     def save(self) -> None:
-        """Add this command's timings to the file (as it is now: another command may have written
-        it meanwhile), keep the most recent MAX_TIMINGS, and write it whole. A file that cannot
-        be written only loses the timings: they are a hint, never worth an error."""
+        """Add this command's runs to the file's and write it whole. A file that cannot be
+        written only loses them: the pace is a hint, never worth an error."""
         if not self.added:
             return
         from simapf.files import json_text, write_text_atomic
 
-        now = time.time()
         try:
-            entries, factors = _read_timings(self.path)
-            entries.update({k: {"s": v, "at": now} for k, v in self.added.items()})
-            if self.ratios:
-                factors[str(self.workers)] = round(float(statistics.median(self.ratios)), 3)
-            newest = sorted(entries.items(), key=lambda kv: -float(kv[1].get("at", 0)))[:MAX_TIMINGS]
-            write_text_atomic(self.path, json_text({"version": 1, "pilot_factors": factors,
-                                                    "timings": dict(newest)}) + "\n")  # fmt: skip
+            observed = _read(self.path)
+            for key, pairs in self.added.items():
+                observed[key] = (observed.get(key, []) + pairs)[-MAX_OBSERVED:]
+            write_text_atomic(self.path, json_text({"version": 1, "observed": dict(sorted(observed.items()))}) + "\n")
         except OSError:
             pass
-        self.entries, self.factors = _read_timings(self.path)
-        self.added, self.ratios = {}, []
+        self.added = {}
 
 
-def _read_timings(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
-    """The file's timings and pilot factors; none if it is missing or not one simapf wrote (it
-    is never an error)."""
+def _read(path: Path) -> dict[str, list[list[float]]]:
+    """The file's [cost, seconds] pairs by runs at once; none if it is missing or not one simapf
+    wrote (never an error)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        entries = {k: v for k, v in data["timings"].items()
-                   if isinstance(v, dict) and isinstance(v.get("s"), list) and v["s"]
-                   and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v["s"])}  # fmt: skip
-        factors = {k: float(v) for k, v in (data.get("pilot_factors") or {}).items()
-                   if isinstance(v, (int, float)) and 0 < v < 1000}  # fmt: skip
-        return entries, factors
+        out = {}
+        for key, pairs in data["observed"].items():
+            if not str(key).isdigit() or int(key) < 1:
+                continue
+            got = [[float(c), float(s)] for c, s in pairs
+                   if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (c, s))]  # fmt: skip
+            got = [p for p in got if p[0] > 0 and math.isfinite(p[0]) and p[1] >= 0 and math.isfinite(p[1])]
+            if got:
+                out[str(int(key))] = got[-MAX_OBSERVED:]
+        return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}, {}
+        return {}
 
 
-@contextlib.contextmanager
-def recorded() -> Iterator[Timings]:
-    """Timings to add runs to (`put`), saved when the block ends, however it ends."""
-    timings = Timings()
-    try:
-        yield timings
-    finally:
-        timings.save()
+def _reference(at_once: int) -> list[tuple[float, float]]:
+    """(cost, seconds) of `at_once` runs of REFERENCE at once: in this process for one, else on
+    as many local workers (simapf.jobs.pool), which the command's runs then reuse. Never
+    stopped by a budget: it is how the budget's work is estimated."""
+    from simapf.jobs import budget
+    from simapf.jobs.pool import run_each
+
+    if at_once <= 1:
+        return [_reference_run()]
+    with budget.held():
+        return [pair for _i, pair in run_each(_reference_run, [None] * at_once, at_once)]
 
 
-# ------------------------------------------------------------------------------ the pilot
+def _reference_run(_item: Any = None) -> tuple[float, float]:
+    """(cost, seconds) of one run of REFERENCE, where it runs, after a short one: a process's
+    first run also imports and warms up what the model uses, which its later runs do not pay."""
+    from simapf.scenario import load_scenario
+    from simapf.simulation.runner import Simulation
 
-
-@dataclass(frozen=True)
-class Runs:
-    """`count` runs of one loaded scenario (`lean`: observed as an experiment's dashboard would,
-    as a calibration's cells are)."""
-
-    loaded: Any
-    count: int = 1
-    lean: bool = False
-
-
-@dataclass(frozen=True)
-class Stage:
-    """Runs that go to `workers` together, `times` over (a fit's grid evaluations). `seconds`:
-    the stage's measured time once, if known (the last fit's grid), instead of its runs';
-    `measured`: what measured it, in words."""
-
-    runs: Sequence[Runs]
-    workers: int = 1
-    times: float = 1.0
-    seconds: float | None = None
-    measured: str = "the last run's timing"
-
-
-def pilot(loaded: Any, lean: bool = False) -> float:
-    """Seconds one run of `loaded` will take, from its first simulated seconds (see the module's
-    docstring). Raises whatever building or running the scenario raises."""
-    from simapf.simulation.runner import Simulation, _ns
-
-    sc = loaded.scenario
-    total = float(sc.run.duration_s)
-    ramps = [float(getattr(c, "ramp_up_s", 0.0) or 0.0) for c in sc.clients]
-    start = min(max([PILOT_START_S, *ramps]), total / 2)
-    end = min(start + PILOT_MEASURE_S, total)
-    # Quiet: what the run warns about, it says again when it runs for real.
+    loaded = load_scenario(REFERENCE)
     with _quiet():
-        t0 = time.perf_counter()
-        sim = Simulation(loaded, lean=lean)
-        sim.start()
-        sim.env.run_until(_ns(start))
-        t1 = time.perf_counter()
-        sim.env.run_until(_ns(end))
-        t2 = time.perf_counter()
-    pace = (t2 - t1) / (end - start) if end > start else 0.0
-    return (t2 - t0) + pace * (total - end)
+        Simulation(load_scenario({**REFERENCE, "run": {"duration_s": 5, "seed": 1}})).run(progress=False)
+        began = time.perf_counter()
+        Simulation(loaded).run(progress=False)
+    return cost(loaded), time.perf_counter() - began
 
 
 @contextlib.contextmanager
@@ -237,21 +222,26 @@ def _quiet() -> Iterator[None]:
         logging.disable(before)
 
 
-def _static_seconds(loaded: Any) -> float:
-    """The scenario's size as `simapf.scenario.work` counts it: to share out the piloted
-    scenarios' time among those left over, never as a time of its own."""
-    from simapf.scenario import work
+@contextlib.contextmanager
+def recorded() -> Iterator[Pace]:
+    """This machine's pace, to estimate with; the runs executed within the block (simapf.jobs.pool
+    times each) are added to it, and saved when the block ends, however it ends."""
+    from simapf.jobs import pool
 
-    return max(work.estimate(loaded).seconds(), 1e-6)
+    pace = Pace()
+    try:
+        with pool.timed_into(pace.observe):
+            yield pace
+    finally:
+        pace.save()
 
 
-def _spread(n: int) -> list[int]:
-    """0..n-1 in an order that covers the range early: ends first, then ever finer between."""
-    if n <= 2:
-        return list(range(n))
-    golden = (math.sqrt(5) - 1) / 2
-    middle = sorted(range(1, n - 1), key=lambda i: ((i - 1) * golden) % 1.0)
-    return [n - 1, 0, *middle]
+def recording() -> bool:
+    """Whether the runs executed now teach the pace (a `recorded()` block is open): the costs
+    they would be observed with need not be counted otherwise."""
+    from simapf.jobs import pool
+
+    return pool.timed()
 
 
 # ------------------------------------------------------------------------------ the estimate
@@ -259,11 +249,10 @@ def _spread(n: int) -> list[int]:
 
 @dataclass
 class Estimate:
-    """Runs in all, their time on `workers`, and where the time comes from (`source`); `seconds`
-    is None when nothing could be timed (every pilot failed: the runs will say why)."""
+    """Runs in all, their time on `workers` (this machine's pace), and where the pace comes from."""
 
     runs: int
-    seconds: float | None
+    seconds: float
     workers: int
     source: str
 
@@ -271,8 +260,6 @@ class Estimate:
         """`simapf: WHAT: about N runs, ~T on W workers (source)`, and what the budget covers;
         `most`: the time is an upper bound (at most ~T)."""
         planned = planned or f"about {self.runs:,} run{'s' if self.runs != 1 else ''}"
-        if self.seconds is None:
-            return f"simapf: {what}: {planned} ({self.source})"
         text = (f"simapf: {what}: {planned}, {'at most ' if most else ''}~{duration(self.seconds)} on {self.workers} "
                 f"worker{'s' if self.workers != 1 else ''} ({self.source})")  # fmt: skip
         if budget is not None and budget.limited:
@@ -286,97 +273,31 @@ class Estimate:
         return text
 
 
-def estimate(stages: Sequence[Stage], timings: Timings | None = None, pilot_wall_s: float = PILOT_WALL_S) -> Estimate:
-    """How long `stages` will take, one after the other (see the module's docstring)."""
-    timings = timings if timings is not None else Timings()
-    scenarios: dict[str, Runs] = {}
-    for stage in stages:
-        if stage.seconds is None:
-            for r in stage.runs:
-                scenarios.setdefault(_key(r), r)
-    seconds: dict[str, float] = {}
-    recorded_n = 0
-    for key in scenarios:
-        known = timings.get(key)
-        if known is not None:
-            seconds[key] = known
-            recorded_n += 1
-    workers = max((stage.workers for stage in stages), default=1)
-    timings.workers = workers
-    piloted, failed, pilot_s = _pilot_some(scenarios, seconds, pilot_wall_s)
-    factor = timings.factor(workers)
-    for key, raw in piloted.items():
-        timings.piloted[key] = raw
-        seconds[key] = raw * factor
-    piloted_n = len(piloted)
-    measured = dict(seconds)
-    scaled_n = 0
-    if measured:
-        ratio = statistics.median(v / _static_seconds(scenarios[k].loaded) for k, v in measured.items())
-        for key, r in scenarios.items():
-            if key not in seconds and key not in failed:
-                seconds[key] = ratio * _static_seconds(r.loaded)
-                scaled_n += 1
+def estimate(stages: Sequence[Stage], pace: Pace | None = None) -> Estimate:
+    """How long `stages` take, one after the other, at this machine's pace."""
+    pace = pace if pace is not None else Pace()
+    costs: dict[int, float] = {}
     total = 0.0
     runs = 0
-    timed = True
+    sources: dict[int, str] = {}
     for stage in stages:
         count = sum(r.count for r in stage.runs)
         runs += round(count * stage.times)
-        if stage.seconds is not None:
-            total += stage.seconds * stage.times
+        each = [(costs.setdefault(id(r.loaded), cost(r.loaded)), r.count) for r in stage.runs if r.count > 0]
+        if not each:
             continue
-        each = [(seconds.get(_key(r)), r.count) for r in stage.runs]
-        if any(s is None for s, _n in each):
-            timed = False
-            continue
-        work = sum(s * n for s, n in each)  # type: ignore[operator]
-        longest = max((s for s, _n in each), default=0.0)  # type: ignore[type-var]
-        total += max(work / max(1, min(stage.workers, count)), longest) * stage.times  # type: ignore[operator]
-    source = _source(len(scenarios), recorded_n, piloted_n, scaled_n, len(failed), pilot_s, stages,
-                     factor if piloted_n else 1.0)  # fmt: skip
-    return Estimate(runs, total if timed else None, workers, source)
+        at_once = max(1, min(stage.workers, count))
+        work = sum(c * n for c, n in each)
+        longest = max(c for c, _n in each)
+        total += max(work / at_once, longest) * stage.times * pace.factor(at_once)
+        sources[at_once] = pace.source(at_once)
+    workers = max((stage.workers for stage in stages), default=1)
+    return Estimate(runs, total, workers, f"model: the runs' size at this machine's pace, {_from(sources)}")
 
 
-def _key(r: Runs) -> str:
-    return key_of(r.loaded) + ("/lean" if r.lean else "")
-
-
-def _pilot_some(scenarios: dict[str, Runs], known: dict[str, float], wall_s: float,
-                ) -> tuple[dict[str, float], set[str], float]:  # fmt: skip
-    """Pilot the scenarios not `known`, spread over their sizes, until `wall_s` is spent (the
-    first always runs). Returns what each pilot said, which failed (their runs will fail too,
-    and say why) and the time the pilots took."""
-    todo = sorted((k for k in scenarios if k not in known), key=lambda k: _static_seconds(scenarios[k].loaded))
-    began = time.perf_counter()
-    piloted: dict[str, float] = {}
-    failed: set[str] = set()
-    for i in _spread(len(todo)):
-        if (piloted or failed) and time.perf_counter() - began >= wall_s:
-            break
-        key = todo[i]
-        try:
-            piloted[key] = pilot(scenarios[key].loaded, scenarios[key].lean)
-        except Exception:  # noqa: BLE001 - the real run meets the same problem and reports it
-            failed.add(key)
-    return piloted, failed, time.perf_counter() - began
-
-
-def _source(n: int, recorded_n: int, piloted_n: int, scaled_n: int, failed_n: int, pilot_s: float,
-            stages: Sequence[Stage], factor: float) -> str:  # fmt: skip
-    """Where the estimate's times come from, in words."""
-    parts = list(dict.fromkeys(s.measured for s in stages if s.seconds is not None))
-    what = "scenario" if n == 1 else "scenarios"
-    if recorded_n:
-        parts.append("last runs' timings" + (f" for {recorded_n} of {n} {what}" if recorded_n < n else ""))
-    if piloted_n:
-        of = ("it" if n == 1 else f"each of {n} {what}") if piloted_n == n else f"{piloted_n} of {n} {what}"
-        scaled = f", x{factor:.2g} as runs here took against their pilots" if factor != 1.0 else ""
-        parts.append(f"pilot: the first simulated seconds of {of}, {duration(pilot_s)}{scaled}")
-    if scaled_n:
-        parts.append(f"{scaled_n} more in proportion to their size")
-    if failed_n:
-        parts.append(f"{failed_n} not timed: {'its' if failed_n == 1 else 'their'} pilot failed")
-    if not parts:
-        return "nothing to time"
-    return "; ".join(parts)
+def _from(sources: dict[int, str]) -> str:
+    """Where the paces of so many runs at once come from, in words."""
+    if len(sources) == 1:
+        return f"from {next(iter(sources.values()))}"
+    return " and ".join(f"{'1 at a time' if n == 1 else f'{n} at once'} from {text.replace(' at once', '')}"
+                        for n, text in sorted(sources.items()))  # fmt: skip

@@ -28,15 +28,17 @@ A spec lists figures; each says what to run and what to draw:
 Every figure is written as PNG, SVG and PDF at a KEP's size (8 x 4.5 inches per panel row, 100
 dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.outputs.style), with units on every
 axis and the scenario's events shaded. Its provenance (simapf.outputs.provenance: version, commit,
-hashes of the resolved scenario and the calibration, seeds, replications) goes into each
+hashes of the resolved scenario, the calibration and the model's source, seeds, replications) goes into each
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
 same spec and seeds give byte-identical PNG and SVG files.
 
 Before the first figure, `make` says how many runs the figures take and about how long
-(simapf.jobs.estimate). With a time budget (simapf.jobs.budget) it stops between figures once the budget
-is spent: the figures made so far are written (the directory's other figures are kept, as with
-`--only`), and the figures left are made by the same command with `--only` each of them.
+(simapf.jobs.estimate). With a time budget (simapf.jobs.budget) it stops once the budget is spent,
+inside a figure's runs too (those finished are kept in the result cache, so the next call does
+not run them again; with the cache off, between figures): the figures made so far are written
+(the directory's other figures are kept, as with `--only`), and the figures left are made by
+the same command with `--only` each of them.
 
 The simulations a figure rests on are read from the result cache (simapf.jobs.cache) when it holds
 them, so redrawing figures after a change of style runs none again; each figure's log line
@@ -45,6 +47,7 @@ says how many of its runs came from the cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -185,10 +188,24 @@ def _scenario(fig: TimeseriesFigure | PoliciesFigure, base: Path):
     return load_scenario(path, fig.set)
 
 
+# What every figure rests on, whatever its kind: `--check` finds a figure stale when one is
+# missing from its provenance (a figure made before it was recorded) or differs.
+RESTS_ON = ("scenario_sha256", "calibration_sha256", "sources_sha256")
+CHANGED = {"sources_sha256": "model's source"}  # how a verdict names what changed, where not by its key
+
+
 def inputs(fig: Figure, base: Path) -> dict[str, Any]:
-    """What a figure rests on, hashed without running anything: the resolved scenario (or sweep)
-    and the calibration. `--check` compares these with the figure's provenance."""
+    """What a figure rests on, hashed without running anything: the resolved scenario (or sweep),
+    the calibration, and the model's source (the digest the result cache keys its runs on,
+    `simapf.jobs.cache.source_digest`). `--check` compares these with the figure's provenance."""
+    from simapf.jobs.cache import source_digest
+
+    return {**_inputs(fig, base), "sources_sha256": source_digest()}
+
+
+def _inputs(fig: Figure, base: Path) -> dict[str, Any]:
     from simapf.outputs.provenance import canonical_sha256
+
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
         found = {"scenario_sha256": canonical_sha256(loaded.scenario.model_dump(mode="json")),
@@ -491,6 +508,10 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
     return paths + [side]
 
 
+DRAW = {TimeseriesFigure: draw_timeseries, PoliciesFigure: draw_policies, SweepFigure: draw_sweep,
+        CalibrationFigure: draw_calibration, ValidationFigure: draw_validation}  # fmt: skip
+
+
 def planned_runs(fig: Figure, base: Path) -> Any:
     """The runs a figure rests on, as a `simapf.jobs.estimate.Stage` (for the estimate of its time)."""
     from simapf.jobs.estimate import Runs, Stage
@@ -517,8 +538,7 @@ def planned_runs(fig: Figure, base: Path) -> Any:
         from simapf.scenario import load_scenario
 
         params, setup, _record = load_params()
-        return Stage([Runs(load_scenario(scenario_for(c, params, setup)), lean=True) for c in cells(load_rows())],
-                     cpu_count())  # fmt: skip
+        return Stage([Runs(load_scenario(scenario_for(c, params, setup))) for c in cells(load_rows())], cpu_count())
     from simapf.calibrate.published import table_runs
 
     return Stage([Runs(loaded, n) for loaded, n in table_runs()], cpu_count())
@@ -530,11 +550,13 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
 
     `announce`: called, before the first figure, with a line that says how many runs the
     figures take and about how long (simapf.jobs.estimate). `budget` (simapf.jobs.budget.Budget): once it
-    is spent, make no more figures (the one being made is finished), write those made, and raise
+    is spent, stop (inside a figure's runs, those finished kept in the result cache; with the
+    cache off, once the figure being made is finished), write the figures made, and raise
     `simapf.jobs.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
     rest."""
     from simapf.jobs import cache
-    from simapf.jobs.budget import Budget
+    from simapf.jobs.budget import Budget, Spent
+    from simapf.jobs.estimate import recorded
     from simapf.files import output_directory
     from simapf.outputs.provenance import build_record
 
@@ -553,16 +575,21 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
                 inputs(f, base)
             except ConfigError as err:
                 raise ConfigError(f"{spec_path}: figures[{i}] ({f.name}): {err}") from None
-    if announce is not None:
-        _announce(spec, wanted, base, budget, announce)
     out = Path(out_dir)
     written: list[Path] = []
     left: list[Figure] = []
+    cut = None  # the figure a budget stopped inside, if it did
+    # A budget stops inside a figure only where the runs it finished are kept for the next
+    # call (the result cache); without it, between figures.
+    inside = budget.applied() if cache.active() is not None else contextlib.nullcontext()
     # Making some of the figures updates them and keeps the others; so does a budget's stop.
     started = time.monotonic()
-    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp:
+    with output_directory(out, "figures", force, keep_earlier=lambda: bool(only) or bool(left)) as tmp, inside, \
+            recorded() as pace:  # fmt: skip
+        if announce is not None:
+            _announce(spec, wanted, base, budget, announce, pace)
         for i, f in enumerate(wanted, 1):
-            if i > 1 and budget.spent():  # every call makes one figure at least: it always gets on
+            if budget.may_stop():  # every call gets something done: it always gets on
                 left = wanted[i - 1 :]
                 break
             # Which figure runs now and how long each took: one may take minutes (its
@@ -570,32 +597,43 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
             log(f"figure {i}/{len(wanted)} {f.name} ({f.kind})...")
             began = time.monotonic()
             runs_before = cache.tally.snapshot()
-            if isinstance(f, TimeseriesFigure):
-                fig, seeds, reps = draw_timeseries(f, base)
-            elif isinstance(f, PoliciesFigure):
-                fig, seeds, reps = draw_policies(f, base)
-            elif isinstance(f, SweepFigure):
-                fig, seeds, reps = draw_sweep(f, base)
-            elif isinstance(f, CalibrationFigure):
-                fig, seeds, reps = draw_calibration(f, base)
-            else:
-                fig, seeds, reps = draw_validation(f, base)
+            try:
+                fig, seeds, reps = DRAW[type(f)](f, base)
+            except Spent:
+                log(f"figure {i}/{len(wanted)} {f.name}: stopped by the budget, {_runs_since(runs_before)}kept in the "
+                    "result cache")  # fmt: skip
+                left = wanted[i - 1 :]
+                cut = f.name
+                break
             # The spec is recorded relative to the figures' directory, so a checkout elsewhere
             # (or a clone of the repository) can still check them.
             spec_rel = os.path.relpath(Path(spec_path).resolve(), out.resolve())
             record = {**build_record(seeds, reps), **inputs(f, base),  # the hashes of what it rests on
                       "spec": spec_rel, "figure": f.name}  # fmt: skip
             written += [out / p.name for p in save(fig, tmp / f.name, record)]
+            budget.progressed()
             log(f"figure {i}/{len(wanted)} {f.name}: {_runs_since(runs_before)}{_seconds(time.monotonic() - began)} "
                 f"({_seconds(time.monotonic() - started)} so far)")  # fmt: skip
     if left:
         resume = [a for f in left for a in ("--only", f.name)]
-        raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=str(out),
-                             resume=resume)  # fmt: skip
+        kept = str(out) + (f", the runs of {cut} finished so far in the result cache" if cut else "")
+        raise budget.reached(f"figures {spec.name}", len(wanted) - len(left), len(wanted), "figures", kept=kept,
+                             left_s=_left_s(left, base, pace), resume=resume)  # fmt: skip
     return written
 
 
-def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce) -> None:
+def _left_s(left: list[Figure], base: Path, pace: Any) -> float | None:
+    """About how long the figures left take (the runs the cache holds counted as any other)."""
+    from simapf.errors import SimapfError
+    from simapf.jobs.estimate import estimate
+
+    try:
+        return estimate([planned_runs(f, base) for f in left], pace).seconds
+    except SimapfError:
+        return None
+
+
+def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, announce, pace: Any) -> None:
     """Say how many runs the figures take and how long. A figure whose runs cannot be planned
     says why when it is drawn, as it did before there were estimates."""
     from simapf.errors import SimapfError
@@ -605,7 +643,7 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
         stages = [planned_runs(f, base) for f in wanted]
     except SimapfError:
         return
-    found = estimate(stages)
+    found = estimate(stages, pace)
     planned = f"about {found.runs:,} runs for {len(wanted)} figure{'s' if len(wanted) != 1 else ''}"
     announce(found.line(f"figures {spec.name}", planned, budget))
 
@@ -641,7 +679,8 @@ def _provenance_record(side: Path) -> dict[str, Any]:
 
 def check(out_dir: str | Path) -> list[tuple[str, str]]:
     """Each figure of `out_dir` with its verdict: `current`, or why it is stale (its spec, its
-    figure, its scenario, its calibration or the measured data it overlays changed)."""
+    figure, its scenario, its calibration, the model's source or the measured data it overlays
+    changed)."""
     verdicts = []
     out = Path(out_dir)
     sides = sorted(out.glob("*.provenance.json"))
@@ -660,7 +699,7 @@ def check(out_dir: str | Path) -> list[tuple[str, str]]:
             verdicts.append((name, f"stale: {spec_path.name} no longer has a figure {record.get('figure')!r}"))
             continue
         now = inputs(fig, base)
-        changed = [k.removesuffix("_sha256") for k in sorted(set(now) | {"scenario_sha256", "calibration_sha256"})
+        changed = [CHANGED.get(k, k.removesuffix("_sha256")) for k in sorted(set(now) | set(RESTS_ON))
                    if now.get(k) != record.get(k)]  # fmt: skip
         verdicts.append((name, "current" if not changed else f"stale: its {' and '.join(changed)} changed"))
     return verdicts

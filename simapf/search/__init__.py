@@ -11,9 +11,9 @@ scenario and seed at the best objective (a p99 latency, say), found with Optuna.
     simapf.optimize("sweeps/optimize-relist-storm.yaml", out="results/opt", budget="10m")  # then goes on
 
 A search given a time budget (simapf.jobs.budget) stops once it is spent: during the compared
-settings' runs, between runs; during the search, between batches of trials (every trial asked
-is told), with the sampler's state in the study, so that the same call goes on from there and
-finds what a search never stopped finds.
+settings' runs, inside them (every run finished is kept); during the search, between batches of
+trials (every trial asked is told), with the sampler's state in the study, so that the same call
+goes on from there and finds what a search never stopped finds.
 
 The package is `search`, not `optimize`, so that importing it never replaces the function
 `simapf.optimize` with a module.
@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Callable
 
 from simapf.jobs.budget import Budget
-from simapf.jobs.estimate import recorded
+from simapf.jobs.estimate import estimate, recorded
 from simapf.errors import ConfigError
 from simapf.search.report import OptimizeResult, write_report
 from simapf.search.study import (
     Evaluator,
     Stopped,
+    compared_stage,
     estimate_line,
     finished_trials,
     import_optuna,
@@ -40,10 +41,11 @@ from simapf.search.study import (
     resume,
     search,
     study_for,
+    trial_stages,
 )
 from simapf.search.spec import MAX_TRIALS, LoadedOptimization, OptimizeSpec, load_optimize_spec
 from simapf.sweeps.spec import MAX_SWEEP_RUNS
-from simapf.sweeps.backends import choose, cpu_count, release_workers, session
+from simapf.sweeps.backends import choose, release_workers, session
 
 __all__ = ["LoadedOptimization", "OptimizeResult", "OptimizeSpec", "check_trials", "load_optimize_spec", "optimize"]
 
@@ -101,19 +103,22 @@ def optimize(
     if budget.limited and out_dir is None:
         raise ConfigError("optimize: a budget needs a result directory (out) to continue from")
     start = time.perf_counter()
-    workers = chosen.workers or cpu_count()
-    with result_directory(out_dir, loaded, force) as (runs_dir, storage), recorded() as timings:
+    workers = chosen.at_once()
+    with result_directory(out_dir, loaded, force) as (runs_dir, storage), recorded() as pace:
         study = study_for(optuna, loaded, storage)
         try:
             with session(chosen) as run:
-                ev = Evaluator(loaded, run, runs_dir, budget, workers, timings)
+                ev = Evaluator(loaded, run, runs_dir, budget, workers, pace)
                 if announce is not None:
-                    announce(estimate_line(ev, n_trials, finished_trials(optuna, study), workers, budget))
+                    announce(estimate_line(ev, n_trials, finished_trials(optuna, study), budget))
                 try:
                     compared = ev.evaluate_all(loaded.compare_with, progress)
                 except Stopped as stop:
+                    left = [st for st in [compared_stage(ev)] if st]
+                    left += trial_stages(ev, n_trials - finished_trials(optuna, study))
                     raise budget.reached(f"optimize {loaded.name}, the compared settings' runs (then {n_trials} "
-                                         "trials)", stop.done, stop.total, "runs", kept=str(out_dir) if stop.done else None) from None
+                                         "trials)", stop.done, stop.total, "runs", kept=str(out_dir) if stop.done else None,
+                                         left_s=estimate(left, pace).seconds) from None  # fmt: skip
                 resume(optuna, study)
                 search(optuna, study, ev, n_trials, progress, budget, str(out_dir))
         finally:

@@ -9,11 +9,11 @@ A run is known by what it simulates, so the same scenario and seed asked for by 
 a compared setting) runs once; with a result directory every finished run is written to `runs/`
 (the sweep store's format) at once and the study is an Optuna journal, so a search resumes.
 
-A time budget (simapf.jobs.budget) stops a search between runs of the compared settings, or between
-batches of trials, never inside one, so that every trial asked for has been told. The sampler's
-random state goes into the study when it stops (`save_sampler`) and is taken up again when the
-search goes on (`restore_sampler`): the trials after a budget stop are those a search never
-stopped would have asked for.
+A time budget (simapf.jobs.budget) stops a search inside the runs of the compared settings (every
+run finished is kept), or between batches of trials, never inside one (`held`), so that every
+trial asked for has been told. The sampler's random state goes into the study when it stops
+(`save_sampler`) and is taken up again when the search goes on (`restore_sampler`): the trials
+after a budget stop are those a search never stopped would have asked for.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from simapf.version import __version__
-from simapf.jobs.budget import Budget, run_within
+from simapf.jobs import budget as budgets
+from simapf.jobs.budget import Budget
 from simapf.errors import ConfigError, SimapfError
-from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task
+from simapf.jobs.estimate import Pace, Runs, Stage, cost, estimate
 from simapf.search.scores import Evaluation, largest, objective_value, rank, violations
 from simapf.search.spec import LoadedOptimization, Parameter, ScenarioCase
 from simapf.sweeps import store
@@ -53,18 +54,18 @@ class Stopped(Exception):
 
 class Evaluator:
     """Runs of settings in every scenario and seed, each run done once (kept in `runs_dir`);
-    each run's time goes into `timings` (simapf.jobs.estimate). The runs of the compared settings stop
-    between runs once `budget` is spent, handed to `workers` in rounds (simapf.jobs.budget.run_within)."""
+    `pace` estimates what is left (simapf.jobs.estimate). The runs of the compared settings stop
+    once `budget` is spent (simapf.jobs.pool); a batch of trials' runs finish whole."""
 
     def __init__(self, loaded: LoadedOptimization, run: Callable[[Sequence[RunTask]], Iterator[dict]],
                  runs_dir: Path | None, budget: Budget | None = None, workers: int = 1,
-                 timings: Timings | None = None) -> None:  # fmt: skip
+                 pace: Pace | None = None) -> None:  # fmt: skip
         self.loaded = loaded
         self.run = run
         self.runs_dir = runs_dir
         self.budget = budget or Budget()
         self.workers = workers
-        self.timings = timings
+        self.pace = pace
         self.rows: dict[str, dict[str, Any]] = {}  # run id -> row, this session's and the directory's
         self._read_directory = runs_dir is None
         s = loaded.spec
@@ -73,32 +74,30 @@ class Evaluator:
         self.on_run: Callable[[], None] = _nothing  # after each run done
 
     def task(self, case: ScenarioCase, settings: dict[str, Any], seed: int) -> RunTask:
-        data, files = bundle(self.loaded.load(case, settings, seed))
+        scenario = self.loaded.load(case, settings, seed)
+        data, files = bundle(scenario)
         # A run is known by what it simulates: the same scenario, seed and files is the same run,
         # whichever trial (or compared setting) asked for it.
         rid = digest({"scenario": data, "files": [[n, hashlib.sha256(c).hexdigest()] for n, c in files]}).hex()[:16]
         key = {"run_id": rid, "scenario": case.name, "seed": seed, "settings": canonical_json(settings)}
-        return RunTask(key=key, scenario=data, files=files, label=rid)
+        return RunTask(key=key, scenario=data, files=files, label=rid, cost=cost(scenario))
 
     def results(self, tasks: list[RunTask], budgeted: bool = False) -> dict[str, dict[str, Any]]:
         """Rows of `tasks` by run id: finished ones from before, the rest run now; `budgeted`:
         only while the budget lasts (else `Stopped`)."""
         todo = self.todo(tasks)
-        by_id = {t.key["run_id"]: t for t in todo}
-        rows = run_within(self.budget, todo, self.run, self.workers, lambda row: row["wall_s"]) if budgeted \
-            else self.run(todo)
         ran = 0
-        for row in rows:
-            if self.runs_dir is not None:
-                store.write_run(self.runs_dir, row)
-            if self.timings is not None:
-                self.timings.put(key_of_task(by_id[row["run_id"]]), row["wall_s"])
-            self.rows[row["run_id"]] = row
-            self.ran += 1
-            ran += 1
-            self.on_run()
-        if ran < len(todo):
-            raise Stopped(len(tasks) - len(todo) + ran, len(tasks))
+        try:
+            with self.budget.applied() if budgeted else budgets.held():
+                for row in self.run(todo):
+                    if self.runs_dir is not None:
+                        store.write_run(self.runs_dir, row)
+                    self.rows[row["run_id"]] = row
+                    self.ran += 1
+                    ran += 1
+                    self.on_run()
+        except budgets.Spent:
+            raise Stopped(len(tasks) - len(todo) + ran, len(tasks)) from None
         return {t.key["run_id"]: self.rows[t.key["run_id"]] for t in tasks}
 
     def todo(self, tasks: list[RunTask]) -> list[RunTask]:
@@ -231,13 +230,14 @@ def search(optuna, study, ev: Evaluator, n_trials: int, progress: bool, budget: 
     bar = progress_bar(max(n_trials, done), loaded.name, "trials", progress, initial=done)
     try:
         while done < n_trials:
-            if budget.spent() and ev.ran > 0:  # once this call has run something: it always gets on
+            if budget.may_stop():  # once this call has done something: it always gets on
                 save_sampler(study, done)
                 raise budget.reached(f"optimize {loaded.name}", done, n_trials, "trials", kept=kept if ev.rows else None,
-                                     left_s=_trials_left_s(ev, n_trials - done))  # fmt: skip
+                                     left_s=estimate(trial_stages(ev, n_trials - done), ev.pace).seconds)  # fmt: skip
             batch = [study.ask(space) for _ in range(min(loaded.spec.batch, n_trials - done))]
             for trial in _run_batch(optuna, study, ev, batch):
                 bar.update(1)
+            budget.progressed()
             done = finished_trials(optuna, study)
     finally:
         bar.close()
@@ -277,41 +277,45 @@ def restore_sampler(study, done: int) -> None:
         rng.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
-def _trials_left_s(ev: Evaluator, trials: int) -> float | None:
-    """About how long `trials` more take, from this search's runs' timings."""
-    times = [float(r["wall_s"]) for r in ev.rows.values() if isinstance(r.get("wall_s"), (int, float))]
-    if not times:
-        return None
-    s = ev.loaded.spec
-    per_round = max(1, min(ev.workers, s.batch * len(ev.loaded.cases)))
-    return sum(times) / len(times) * trials * len(s.seeds) * len(ev.loaded.cases) / per_round
-
-
-def estimate_line(ev: Evaluator, n_trials: int, done: int, workers: int, budget: Budget) -> str:
-    """The line that says how many runs are left at most (a trial may stop early) and how long
-    they take: the compared settings' runs not done yet, then the trials' runs, each scenario
-    timed at the ends of the parameters' ranges."""
+def compared_stage(ev: Evaluator) -> Stage | None:
+    """The compared settings' runs not done yet, if any."""
     loaded = ev.loaded
     s = loaded.spec
     compared = ev.todo([ev.task(c, settings, seed) for settings in loaded.compare_with.values()
                         for seed in s.seeds for c in loaded.cases])  # fmt: skip
-    by_run = {t.key["run_id"]: t for t in compared}
-    stages = []
-    if compared:
-        runs = [Runs(loaded.load(_case(loaded, t.key["scenario"]), _settings(t), t.key["seed"])) for t in by_run.values()]
-        stages.append(Stage(runs, workers))
+    if not compared:
+        return None
+    runs = [Runs(loaded.load(_case(loaded, t.key["scenario"]), _settings(t), t.key["seed"])) for t in compared]
+    return Stage(runs, ev.workers)
+
+
+def trial_stages(ev: Evaluator, trials: int) -> list[Stage]:
+    """`trials` trials' runs at most (a trial may stop early), each scenario at the ends of the
+    parameters' ranges, a batch's runs at once."""
+    loaded = ev.loaded
+    s = loaded.spec
+    if trials <= 0:
+        return []
+    ends = [{k: p.ends()[i] for k, p in s.parameters.items()} for i in (0, -1)]
+    half = trials * len(s.seeds) / 2
+    runs = [Runs(loaded.load(c, settings, s.seeds[0]), count)
+            for c in loaded.cases for settings, count in zip(ends, (math.floor(half), math.ceil(half)))]  # fmt: skip
+    return [Stage(runs, max(1, min(ev.workers, s.batch * len(loaded.cases))))]
+
+
+def estimate_line(ev: Evaluator, n_trials: int, done: int, budget: Budget) -> str:
+    """The line that says how many runs are left at most (a trial may stop early) and how long
+    they take: the compared settings' runs not done yet, then the trials' runs."""
+    loaded = ev.loaded
+    s = loaded.spec
+    compared = compared_stage(ev)
     trials = max(n_trials - done, 0)
-    if trials:
-        half = trials * len(s.seeds) / 2
-        runs = [Runs(scenario, count) for scenario, count in
-                zip(loaded.trial_scenarios(), [math.floor(half), math.ceil(half)] * len(loaded.cases))]  # fmt: skip
-        per_round = max(1, min(workers, s.batch * len(loaded.cases)))
-        stages.append(Stage(runs, per_round))
-    found = estimate(stages, ev.timings)
-    n = len(compared) + trials * len(s.seeds) * len(loaded.cases)
+    found = estimate(([compared] if compared else []) + trial_stages(ev, trials), ev.pace)
+    n_compared = sum(r.count for r in compared.runs) if compared else 0
+    n = n_compared + trials * len(s.seeds) * len(loaded.cases)
     parts = [f"{trials:,} trial{'s' if trials != 1 else ''} of {len(s.seeds) * len(loaded.cases)} runs"] if trials else []
     if compared:
-        parts.insert(0, f"{len(compared):,} runs of the compared settings")
+        parts.insert(0, f"{n_compared:,} runs of the compared settings")
     planned = f"at most {n:,} runs ({', then '.join(parts) or 'none left'})"
     return found.line(f"optimize {loaded.name}", planned, budget)
 

@@ -101,7 +101,7 @@ class Simulation:
 
     def start(self) -> None:
         """Start the clients and schedule the scenario's events: the run's first instant. `run`
-        does this; a pilot (simapf.jobs.estimate) does it to time the run's first simulated seconds."""
+        does this; so does a caller that runs the simulation step by step (`env.run_until`)."""
         for g in self.groups.values():
             g.start()
         self.events.schedule(self.scenario.events)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from simapf.version import __version__
 from simapf.errors import ConfigError, SimapfError
-from simapf.sweeps.measure import RunTask, cached_rows, execute, execute_at
+from simapf.sweeps.measure import RunTask, cached_rows, execute
 
 
 CONNECT_TIMEOUT = "30s"  # how long to keep trying a Dask scheduler that does not answer
@@ -29,6 +29,11 @@ class Backend:
     kind: str = "joblib"  # joblib | dask | serial
     workers: int | None = None
     address: str | None = None
+
+    def at_once(self) -> int:
+        """How many runs it executes at once (a scheduler's cluster: as many as it was asked for,
+        else this machine's cores)."""
+        return 1 if self.kind == "serial" else self.workers or cpu_count()
 
     def describe(self) -> str:
         if self.kind == "serial":
@@ -90,36 +95,20 @@ def run_tasks(tasks: Sequence[RunTask], backend: Backend) -> Iterator[dict]:
 
 
 def _indexed(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
-    """(index, row) of `tasks`, as they finish."""
-    if not tasks:
-        return iter(())
-    if backend.kind == "serial":
-        return (execute_at(i, t) for i, t in enumerate(tasks))
-    if backend.kind == "joblib":
-        return _joblib(tasks, backend.workers or cpu_count())
-    return _dask(tasks, backend)
+    """(index, row) of `tasks`, as they finish (simapf.jobs.pool, which a time budget stops)."""
+    from simapf.jobs.pool import run_each
+
+    if backend.kind == "dask":
+        return _dask(tasks, backend)
+    return run_each(execute, tasks, backend.at_once(), [t.cost for t in tasks])
 
 
 def release_workers() -> None:
     """Stop the local worker processes joblib keeps for reuse (loky keeps them alive for minutes
     after the last task): called when a sweep or comparison is over, not between a fit's grids."""
-    import sys
+    from simapf.jobs.pool import release
 
-    if "joblib" not in sys.modules:
-        return
-    from joblib.externals.loky import get_reusable_executor
-
-    get_reusable_executor().shutdown(wait=True)
-
-
-def _joblib(tasks: Sequence[RunTask], workers: int) -> Iterator[tuple[int, dict]]:
-    from joblib import Parallel, delayed
-
-    workers = min(workers, len(tasks))
-    # batch_size=1: a run is seconds of work, and a finished run should reach disk at once,
-    # not wait for the rest of its batch.
-    parallel = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered", batch_size=1)
-    yield from parallel(delayed(execute_at)(i, t) for i, t in enumerate(tasks))
+    release()
 
 
 @contextmanager
@@ -130,49 +119,28 @@ def session(backend: Backend) -> Iterator[Callable[[Sequence[RunTask]], Iterator
         yield lambda tasks: run_tasks(tasks, backend)
         return
     with dask_client(backend) as client:
-        yield lambda tasks: cached_rows(tasks, lambda todo: _dask_on(client, todo)) if tasks else iter(())
+        yield lambda tasks: cached_rows(tasks, lambda todo: _dask_on(client, todo, backend.at_once())) if tasks else iter(())
 
 
 def _dask(tasks: Sequence[RunTask], backend: Backend) -> Iterator[tuple[int, dict]]:
     with dask_client(backend) as client:
-        yield from _dask_on(client, tasks)
+        yield from _dask_on(client, tasks, backend.at_once())
 
 
-def _dask_on(client: Any, tasks: Sequence[RunTask]) -> Iterator[tuple[int, dict]]:
-    from concurrent.futures import CancelledError
-
-    from distributed import as_completed  # importable once dask_client has started
+def _dask_on(client: Any, tasks: Sequence[RunTask], workers: int) -> Iterator[tuple[int, dict]]:
+    from simapf.jobs.pool import run_on_dask
 
     # Our own keys: a run's id names its task on the dashboard; the suffix keeps two sweeps
     # that share a scheduler from sharing (or cancelling) each other's futures.
     token = uuid.uuid4().hex[:8]
     keys = [f"simapf-run-{t.key.get('run_id', i)}-{token}" for i, t in enumerate(tasks)]
-    futures = client.map(execute, list(tasks), key=keys, pure=False)
-    index = {future.key: i for i, future in enumerate(futures)}
-    try:
-        for future in as_completed(futures):
-            try:
-                row = future.result()
-            except (CancelledError, OSError) as exc:  # the scheduler went away (killed, its host down)
-                if future.status != "cancelled" and client.status == "running":
-                    raise
-                raise SimapfError(f"lost the Dask scheduler{_at(client)} ({' '.join(str(exc).split())[:200]}); "
-                                  "the runs that finished are kept") from None  # fmt: skip
-            if row.get("simapf_version") != __version__:
-                raise SimapfError(
-                    f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
-                    "install the same version on the workers"
-                )
-            i = index[future.key]
-            future.release()
-            yield i, row
-    finally:
-        client.cancel([f for f in futures if not f.done()])
-
-
-def _at(client: Any) -> str:
-    address = getattr(getattr(client, "scheduler", None), "address", None)
-    return f" at {address}" if address else ""
+    for i, row in run_on_dask(client, execute, tasks, keys, [t.cost for t in tasks], workers):
+        if row.get("simapf_version") != __version__:
+            raise SimapfError(
+                f"a Dask worker runs simapf {row.get('simapf_version')}, this process {__version__}: "
+                "install the same version on the workers"
+            )
+        yield i, row
 
 
 @contextmanager

@@ -67,6 +67,7 @@ class RunTask:
     files: tuple[tuple[str, bytes], ...] = ()  # (name used in `scenario`, contents)
     metrics: tuple[str, ...] | None = None  # patterns of metric columns to keep; None = all
     label: str = field(default="", compare=False)
+    cost: float | None = field(default=None, compare=False)  # simapf.jobs.estimate.cost of its scenario
 
 
 # ------------------------------------------------------------------------------ driver side
@@ -188,11 +189,6 @@ def execute(task: RunTask) -> dict[str, Any]:
     row["wall_s"] = time.perf_counter() - start
     row["simapf_version"] = __version__
     return row
-
-
-def execute_at(index: int, task: RunTask) -> tuple[int, dict[str, Any]]:
-    """`execute`, with the task's index: rows come back in whatever order runs finish."""
-    return index, execute(task)
 
 
 class ListSeats:

@@ -7,8 +7,8 @@
 
 With an output directory, every finished run is written there at once (see `store`), and calling
 `sweep` again with the same directory resumes: runs already there are not run again. So a sweep
-given a time budget (simapf.jobs.budget) stops between runs once it is spent, and the same call
-without it (or with another) goes on from there.
+given a time budget (simapf.jobs.budget) stops once it is spent, keeping every run finished, and
+the same call without it (or with another) goes on from there.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from simapf.version import __version__
-from simapf.jobs.budget import Budget, run_within
+from simapf.jobs.budget import Budget, Spent
 from simapf.errors import ConfigError, SimapfError
-from simapf.jobs.estimate import Runs, Stage, Timings, estimate, key_of_task, recorded
+from simapf.jobs.estimate import Pace, Runs, Stage, cost, estimate, recorded
 from simapf.sweeps import store
-from simapf.sweeps.backends import Backend, choose, cpu_count, release_workers, run_tasks, session
+from simapf.sweeps.backends import Backend, choose, release_workers, run_tasks, session
 from simapf.sweeps.measure import RunTask, bundle
 from simapf.sweeps.plan import PlannedRun, point_run_id
 from simapf.sweeps.progress import with_progress
@@ -64,11 +64,10 @@ def sweep(
     Dask workers (other machines, other people's) only with `allow_user_code`.
 
     `budget` (a `simapf.jobs.budget.Budget`, or a duration such as "10m" counted from now): stop
-    between runs once it is spent, raising `simapf.jobs.budget.BudgetReached`; the runs finished are
+    once it is spent (simapf.jobs.pool), raising `simapf.jobs.budget.BudgetReached`; the runs finished are
     in `out` (which a budget needs), and calling `sweep` again goes on from there. `announce`:
     called, before any run, with a line that says how many runs are left and how long they
-    should take (`simapf.jobs.estimate`; it times a short pilot of the scenarios when no earlier
-    run's timing is known).
+    should take (`simapf.jobs.estimate`).
     """
     if not isinstance(budget, Budget):
         budget = Budget.parse(budget)
@@ -80,8 +79,10 @@ def sweep(
     if budget.limited and out_dir is None:
         raise ConfigError("sweep: a budget needs a result directory (out) to continue from")
     bundles = [bundle(c.loaded) for c in loaded.combinations]  # shared by a combination's replications
+    costs = [cost(c.loaded) for c in loaded.combinations]
     reps = loaded.spec.replications
-    tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps]) for run in loaded.runs}
+    tasks = {run.run_id: task_for(loaded, run, bundles[run.index // reps], costs[run.index // reps])
+             for run in loaded.runs}  # fmt: skip
     if loaded.spec.uncertainty:
         load_pool()  # the model's error is needed for the intervals: missing, say so before the runs
     tasks.update(draw_tasks(loaded, tasks))
@@ -91,12 +92,11 @@ def sweep(
     try:
         if out_dir is None:
             rows = {}
-            with recorded() as timings:
+            with recorded() as pace:
                 if announce is not None:
-                    announce(_estimate_line(loaded, list(tasks.values()), len(order), chosen, budget, timings))
+                    announce(_estimate_line(loaded, list(tasks.values()), len(order), chosen, budget, pace))
                 for row in with_progress(run_tasks(list(tasks.values()), chosen), len(tasks), 0, loaded.name, progress):
                     rows[row["run_id"]] = store.row_table(row)
-                    timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
             tables, skipped = rows, 0
         else:
             tables, skipped = _run_into(out_dir, loaded, tasks, order, chosen, progress, force, budget, announce)
@@ -140,13 +140,15 @@ def choose_backend(spec: SweepSpec, kind: str | None, workers: int | None, addre
     return choose(kind, workers, address, b.kind, b.workers, b.address)
 
 
-def task_for(loaded: LoadedSweep, run: PlannedRun, bundled) -> RunTask:
-    """The task of one run; `bundled` is its combination's scenario data and files."""
+def task_for(loaded: LoadedSweep, run: PlannedRun, bundled, cost_s: float | None = None) -> RunTask:
+    """The task of one run; `bundled` is its combination's scenario data and files, `cost_s` its
+    cost (simapf.jobs.estimate)."""
     data, files = bundled
     data = {**data, "run": {**data["run"], "seed": run.seed}}
     key = {"run_id": run.run_id, "replication": run.replication, "seed": run.seed, **run.factors}
     return RunTask(key=key, scenario=data, files=files,
-                   metrics=tuple(loaded.spec.metrics) if loaded.spec.metrics else None, label=run.run_id)  # fmt: skip
+                   metrics=tuple(loaded.spec.metrics) if loaded.spec.metrics else None, label=run.run_id,
+                   cost=cost_s)  # fmt: skip
 
 
 def manifest(loaded: LoadedSweep) -> dict[str, Any]:
@@ -170,10 +172,8 @@ def manifest(loaded: LoadedSweep) -> dict[str, Any]:
     }
 
 
-def _estimate_line(loaded: LoadedSweep, todo: list[RunTask], total: int, chosen: Backend, budget: Budget,
-                   timings: Timings) -> str:  # fmt: skip
-    """The line that says how many of the sweep's runs are to be done and how long they take:
-    each combination's runs (its parameter draws too) timed as that combination's."""
+def _stage(loaded: LoadedSweep, todo: list[RunTask], chosen: Backend) -> Stage:
+    """The runs of `todo` (their parameter draws too) as their combinations' scenarios."""
     by_id = {run.run_id: loaded.combination(run).loaded for run in loaded.runs}
     counts: dict[int, int] = {}
     scenario_of: dict[int, Any] = {}
@@ -181,8 +181,13 @@ def _estimate_line(loaded: LoadedSweep, todo: list[RunTask], total: int, chosen:
         scenario = by_id[point_run_id(t.key["run_id"])]
         counts[id(scenario)] = counts.get(id(scenario), 0) + 1
         scenario_of[id(scenario)] = scenario
-    runs = [Runs(scenario_of[k], n) for k, n in counts.items()]
-    found = estimate([Stage(runs, chosen.workers or cpu_count())], timings)
+    return Stage([Runs(scenario_of[k], n) for k, n in counts.items()], chosen.at_once())
+
+
+def _estimate_line(loaded: LoadedSweep, todo: list[RunTask], total: int, chosen: Backend, budget: Budget,
+                   pace: Pace) -> str:  # fmt: skip
+    """The line that says how many of the sweep's runs are to be done and how long they take."""
+    found = estimate([_stage(loaded, todo, chosen)], pace)
     planned = f"about {len(todo):,} runs" + (f" ({total - len(todo):,} of {total:,} already done)" if len(todo) < total else "")
     return found.line(f"sweep {loaded.name}", planned, budget)
 
@@ -190,18 +195,6 @@ def _estimate_line(loaded: LoadedSweep, todo: list[RunTask], total: int, chosen:
 @contextlib.contextmanager
 def _no_session():
     yield lambda tasks: iter(())
-
-
-def _left_s(timings: Timings, todo: list[RunTask], workers: int) -> float | None:
-    """About how long the runs left take, from their scenarios' timings (a scenario not run yet
-    as long as the others' mean); None if none ran."""
-    each = [timings.get(key_of_task(t)) for t in todo]
-    known = [s for s in each if s is not None]
-    if not known:
-        return None
-    mean = sum(known) / len(known)
-    each = [mean if s is None else s for s in each]
-    return max(sum(each) / max(1, min(workers, len(each))), max(each))
 
 
 def _run_into(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order: list[str], chosen: Backend,
@@ -225,20 +218,24 @@ def _run_locked(out: Path, loaded: LoadedSweep, tasks: dict[str, RunTask], order
         tables = store.scan(out, set(order))
         skipped = len(tables)
         todo = [tasks[rid] for rid in order if rid not in tables]
-        workers = chosen.workers or cpu_count()
         ran = 0
-        with recorded() as timings, session(chosen) if todo else _no_session() as run:
+        finished: set[str] = set()
+        with recorded() as pace, session(chosen) if todo else _no_session() as run:
             if announce is not None and todo:
-                announce(_estimate_line(loaded, todo, len(order), chosen, budget, timings))
-            rows = run_within(budget, todo, run, workers, lambda row: row["wall_s"])
-            for row in with_progress(rows, len(order), skipped, loaded.name, progress):
-                store.write_run(out, row)
-                timings.put(key_of_task(tasks[row["run_id"]]), row["wall_s"])
-                ran += 1
+                announce(_estimate_line(loaded, todo, len(order), chosen, budget, pace))
+            try:
+                with budget.applied():
+                    for row in with_progress(run(todo), len(order), skipped, loaded.name, progress):
+                        store.write_run(out, row)
+                        finished.add(row["run_id"])
+                        ran += 1
+            except Spent:
+                pass
         if ran < len(todo):
-            left = len(todo) - ran
-            raise budget.reached(f"sweep {loaded.name}", len(order) - left, len(order), "runs",
-                                 kept=str(out) if skipped + ran else None, left_s=_left_s(timings, todo[ran:], workers))
+            left = [t for t in todo if t.key["run_id"] not in finished]
+            raise budget.reached(f"sweep {loaded.name}", len(order) - len(left), len(order), "runs",
+                                 kept=str(out) if skipped + ran else None,
+                                 left_s=estimate([_stage(loaded, left, chosen)], pace).seconds)  # fmt: skip
         # Read back what is on disk: the table is what load_sweep(out) will give, whoever wrote it.
         for rid in order:
             if rid not in tables:

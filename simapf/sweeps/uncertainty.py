@@ -62,7 +62,8 @@ def draw_tasks(loaded: LoadedSweep, tasks: dict[str, RunTask]) -> dict[str, RunT
             rid = draw_run_id(run.run_id, d)
             out[rid] = RunTask(key={**point.key, "run_id": rid, "draw": d},
                                scenario=drawn_scenario(point.scenario, params, draws, d), files=point.files,
-                               metrics=point.metrics, label=f"{point.label} draw {d + 1}/{n}")  # fmt: skip
+                               metrics=point.metrics, label=f"{point.label} draw {d + 1}/{n}",
+                               cost=point.cost)  # fmt: skip
     return out
 
 

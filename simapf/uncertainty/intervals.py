@@ -49,25 +49,29 @@ def drawn_scenario(data: dict[str, Any], params: Any, draws: ParameterDraws, d: 
 
 def draw_tasks(loaded: Any, draws: ParameterDraws, key: dict[str, Any], label: str = "") -> list:
     """A sweep task per draw: the loaded scenario, its seed unchanged, with the draw's parameters."""
+    from simapf.jobs.estimate import cost
     from simapf.sweeps.measure import RunTask, bundle
 
     data, files = bundle(loaded)
+    cost_s = cost(loaded)
     return [RunTask(key={**key, "draw": d}, scenario=drawn_scenario(data, loaded.params, draws, d), files=files,
-                    label=f"{label}draw {d + 1}/{len(draws)}")  # fmt: skip
+                    label=f"{label}draw {d + 1}/{len(draws)}", cost=cost_s)  # fmt: skip
             for d in range(len(draws))]
 
 
 def run_draw_tasks(tasks: list, workers: int | None = None, backend: str | None = None, dask: str | None = None,
                    progress: bool = False, name: str = "") -> list[dict[str, Any]]:  # fmt: skip
     """Each task's row (a sweep row: the headline figures among its columns), in task order."""
+    from simapf.jobs.estimate import recorded
     from simapf.sweeps.backends import choose, release_workers, run_tasks
     from simapf.sweeps.progress import with_progress
 
     chosen = choose(backend, workers, dask)
     rows = {}
     try:
-        for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, f"{name} draws", progress):
-            rows[_task_id(row)] = row
+        with recorded():  # their times teach the estimates this machine's pace
+            for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, f"{name} draws", progress):
+                rows[_task_id(row)] = row
     finally:
         release_workers()
     return [rows[_task_id(t.key)] for t in tasks]

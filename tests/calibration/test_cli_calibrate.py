@@ -62,7 +62,7 @@ def _chosen_fit(monkeypatch, tmp_path, *args: str) -> dict:
         raise ConfigError("stopped before fitting")
 
     monkeypatch.setattr(command, "fit", stop)
-    # --quiet: no estimate line before the fit (its pilot would run the grid's first seconds)
+    # --quiet: no estimate line before the fit (it would measure this machine's pace first)
     _one_line_error(run(*args, "--out", str(tmp_path / "p.yaml"), "--quiet"), "stopped before fitting")
     return seen
 

@@ -260,7 +260,11 @@ func config(p *plan, token string, rec *recorder, index int) *rest.Config {
 			return &tracingTransport{next: rt, rec: rec, instance: index}
 		}
 	}
-	// An instance of its own: its own connection, as a separate program would have.
+	// An instance of its own: its own connection, as a separate program would have. client-go
+	// shares one transport (one HTTP/2 connection) between configs of the same TLS settings;
+	// a Proxy function makes a config's transport its own (no proxy is set in the environment
+	// the bench gives the load generator, so this one connects directly).
+	cfg.Proxy = http.ProxyFromEnvironment
 	cfg.UserAgent = fmt.Sprintf("simapf-loadgen/%s-%d (linux) client-go", p.Client, index)
 	return cfg
 }

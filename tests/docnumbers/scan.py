@@ -1,7 +1,7 @@
 """Every number a reader meets in simapf's documents, and which of them are not quantities.
 
 The documents are README.md, docs/*.md and the comment block each shipped scenario starts with
-(scenarios/*.yaml and the built-in default).
+(scenarios/**/*.yaml and the built-in default).
 A number is a run of digits as a reader reads one: `1,775`, `108 000`, `0.35`, `2.5e6`, `2400`
 of `2400Mi`. Each is found with where it stands (prose, a table, an output block) and what
 follows it (its unit), so that the rules below can tell a quantity from a name.
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def documents() -> list[Path]:
     """The documents every number of which is accounted for."""
-    scenarios = [*sorted((ROOT / "scenarios").glob("*.yaml")), ROOT / "simapf" / "scenario" / "default.yaml"]
+    scenarios = [*sorted((ROOT / "scenarios").rglob("*.yaml")), ROOT / "simapf" / "scenario" / "default.yaml"]
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *scenarios]
 
 

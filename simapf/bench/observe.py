@@ -32,7 +32,7 @@ LATENCY_COLUMNS = ["priority_level", "verb", "count", "p50_s", "p90_s", "p99_s",
 LEVEL_COLUMNS = ["priority_level", "requests", "dispatched", "rejected", "rejection_rate"]
 # Upstream's labels as the series' columns; the others are summed over.
 LABEL_COLUMNS = {"priority_level": "priority_level", "flow_schema": "flow_schema", "reason": "reason",
-                 "verb": "verb", "code": "code", "resource": "resource"}  # fmt: skip
+                 "verb": "verb", "code": "code", "resource": "resource", "resource_prefix": "resource"}  # fmt: skip
 # A request still under way when its client stopped at the end of the run.
 _CUT_SHORT = ("context canceled", "context deadline exceeded")
 
@@ -44,14 +44,12 @@ def series_frame(readings: Readings) -> pd.DataFrame:
     """Every kept sample, long form as a run's: time_s, metric, the label columns, value."""
     rows: dict[tuple, float] = defaultdict(float)
     for t, name, labels, value in readings.samples.metrics:
-        key = tuple(labels.get(k, "") if k in LABEL_COLUMNS.values() else "" for k in LABELS)
         mapped = {col: "" for col in LABELS}
         for upstream, col in LABEL_COLUMNS.items():
             if upstream in labels:
                 mapped[col] = labels[upstream]
         key = tuple(mapped[c] for c in LABELS)
         rows[(round(t, 6), name, *key)] += value
-    kills = 0
     deaths = sorted(d.at_s for d in readings.deaths if d.reason == "oom-killed")
     for t in sorted({k[0] for k in rows}):
         kills = sum(1 for at in deaths if at <= t)
@@ -76,9 +74,14 @@ def _counter_increase(frame: pd.DataFrame, metric: str, by: str) -> dict[str, fl
         values = group.groupby("time_s")["value"].sum().to_numpy()
         if len(values) == 0:
             continue
-        steps = np.diff(values)
-        got[str(label)] = float(values[0] * 0 + np.where(steps >= 0, steps, values[1:]).sum())
+        got[str(label)] = _increase(values)
     return got
+
+
+def _increase(values: np.ndarray) -> float:
+    """A counter's increase over its scrapes: a drop is a restarted process counting from zero."""
+    steps = np.diff(values)
+    return float(np.where(steps >= 0, steps, values[1:]).sum())
 
 
 # ---------------------------------------------------------------------- CPU and RSS
@@ -224,9 +227,7 @@ def _levels(frame: pd.DataFrame) -> pd.DataFrame:
     rejected_rows = frame.loc[frame["metric"] == "apiserver_flowcontrol_rejected_requests_total"]
     by_reason: dict[str, dict[str, float]] = defaultdict(dict)
     for (level, reason), group in rejected_rows.groupby(["priority_level", "reason"]):
-        values = group.groupby("time_s")["value"].sum().to_numpy()
-        steps = np.diff(values)
-        by_reason[str(level)][str(reason)] = float(np.where(steps >= 0, steps, values[1:]).sum())
+        by_reason[str(level)][str(reason)] = _increase(group.groupby("time_s")["value"].sum().to_numpy())
     rows = []
     for level in sorted(set(dispatched) | set(by_reason)):
         if not level:

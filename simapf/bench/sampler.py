@@ -29,9 +29,6 @@ PROFILE_MARGIN = 1.05  # a new profile once RSS is 5 % over the last profiled pe
 KEEP_PREFIXES = ("process_", "go_memstats_", "go_gc_", "go_cpu_classes_", "go_goroutines", "go_sched_gomaxprocs",
                  "apiserver_flowcontrol_", "apiserver_request_total", "apiserver_longrunning_requests",
                  "apiserver_storage_", "apiserver_cache_list_", "apiserver_watch_cache_", "apiserver_current_inflight")  # fmt: skip
-# Upstream's labels as the series' columns (simapf.simulation.observe.LABELS).
-LABEL_COLUMNS = {"priority_level": "priority_level", "flow_schema": "flow_schema", "reason": "reason", "verb": "verb",
-                 "code": "code", "resource": "resource", "resource_prefix": "resource"}  # fmt: skip
 
 
 def read_rss(pid: int) -> tuple[int, int] | None:

@@ -105,7 +105,8 @@ def test_names_labels_and_references_are_not_quantities(doc):
         ## 5. Change it
 
         1. Kubernetes 1.37 (v1.37.0), since 1.33, commit 6ee3d3e, on 2026-11-28, issue 24,
-           kubernetes#111477, KEP-3157, §3, HTTP 429, 410 Gone, p99, x86_64, seed 4, `--set n=600`:
+           kubernetes#111477, KEP-3157, §3, HTTP 429, 410 Gone, p99, x86_64, seed 4, `--set n=600`,
+           notebooks 02 and 03:
         ```sh
         simapf run --set apiserver.cores=16
         ```

@@ -70,7 +70,8 @@ VERSION_WORD = re.compile(
     r"|\bv|\b1\.\d\d\s?(?:to|and|or|-|–)\s?)$"
 )
 ISSUE_WORD = re.compile(r"(?:#|\b(?:issue|issues|Issue|PR|PRs|pull request|KEP|item|items)[ -]#?)$")
-SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|§\s?\d+(?:\.\d+)*[–-]|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s)$")
+SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|§\s?\d+(?:\.\d+)*[–-]|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s"
+                          r"|\b[Nn]otebooks\s(?:\d+(?:, | and | or |-|–))*)$")  # fmt: skip
 STATUS_CODES = {"409", "410", "429", "503", "504"}
 LIST_LABEL = re.compile(r"^[ \t#]*(?:[-*] )?(?:#+\s*)?$")  # only markup before it on its line
 

@@ -297,16 +297,21 @@ def record(number: Number, text: str) -> Record | None:
         return None
     start, end, heading = _section(text, number.start)
     day = DAY.search(heading)
-    commits = _commits(text[start:end])
+    commits = _section_commits(text, start, end) if day else ()
     if day and commits:
         return Record(day.group(), commits)
-    scope = _record_scope(text, number)
+    scope = _record_scope(text, number, start)
     day, commits = DAY.search(scope), _commits(scope)
     return Record(day.group(), commits) if day and commits else None
 
 
 def _commits(words: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m.group() for m in HASH.finditer(words)))
+
+
+@functools.lru_cache(maxsize=256)
+def _section_commits(text: str, start: int, end: int) -> tuple[str, ...]:
+    return _commits(text[start:end])
 
 
 @functools.lru_cache(maxsize=8)
@@ -325,14 +330,16 @@ def _section(text: str, offset: int) -> tuple[int, int, str]:
     return (starts[i], end, lines[i]) if i >= 0 else (0, end, "")
 
 
-def _paragraph(text: str, a: int, b: int) -> str:
-    starts = [m.end() for m in PARAGRAPH_START.finditer(text, 0, a)]
-    start = starts[-1] if starts else 0
+def _paragraph(text: str, a: int, b: int, lo: int) -> str:
+    """The paragraph (or list item) around offsets a to b, which starts at `lo` at the earliest."""
+    starts = [m.end() for m in PARAGRAPH_START.finditer(text, lo, a)]
+    start = starts[-1] if starts else lo
     following = PARAGRAPH_START.search(text, b)
     return text[start : following.start() if following else len(text)]
 
 
-def _record_scope(text: str, number: Number) -> str:
+def _record_scope(text: str, number: Number, lo: int) -> str:
+    """The words a number's own record names its day and commit in (`lo`: where its section starts)."""
     if number.where == "table":
         row_start = text.rfind("\n", 0, number.start) + 1
         row_end = text.find("\n", number.end)
@@ -340,9 +347,9 @@ def _record_scope(text: str, number: Number) -> str:
         while table_start > 0 and text[text.rfind("\n", 0, table_start - 1) + 1 :].lstrip().startswith("|"):
             table_start = text.rfind("\n", 0, table_start - 1) + 1
         header = text[table_start : text.find("\n", table_start)]
-        caption = _paragraph(text, max(0, table_start - 2), max(0, table_start - 2))
+        caption = _paragraph(text, max(lo, table_start - 2), max(lo, table_start - 2), lo)
         return "\n".join((caption, header, text[row_start : row_end if row_end >= 0 else len(text)]))
     if number.where == "output":
         fence = text.rfind("```", 0, number.start)
-        return _paragraph(text, max(0, fence - 2), max(0, fence - 2))
-    return _paragraph(text, number.start, number.end)
+        return _paragraph(text, max(lo, fence - 2), max(lo, fence - 2), lo)
+    return _paragraph(text, number.start, number.end, lo)

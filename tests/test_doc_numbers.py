@@ -105,7 +105,8 @@ def test_names_labels_and_references_are_not_quantities(doc):
         ## 5. Change it
 
         1. Kubernetes 1.37 (v1.37.0), since 1.33, commit 6ee3d3e, on 2026-11-28, issue 24,
-           kubernetes#111477, KEP-3157, §3, HTTP 429, 410 Gone, p99, x86_64, seed 4, `--set n=600`:
+           kubernetes#111477, KEP-3157, §3, HTTP 429, 410 Gone, p99, x86_64, seed 4, `--set n=600`,
+           notebooks 02 and 03:
         ```sh
         simapf run --set apiserver.cores=16
         ```
@@ -128,6 +129,59 @@ def test_a_table_of_times_is_exempt_when_its_caption_names_the_machine(doc):
         | a | 4.2 | 17 923 |
         """)
     assert [p.message.split(" (")[0] for p in d.unaccounted()] == ["17 923"]
+
+
+def test_a_record_is_a_section_or_a_paragraph_that_names_its_day_and_its_commit(doc):
+    d = doc("""\
+        ## What the fit gives
+
+        The cost is 0.83.
+
+        ### 2026-11-25: a refit
+
+        *Recorded in cb99685.*
+
+        The cost went from 0.99 to 0.97 and the worst cell to 75 %.
+
+        ### A refit, undated
+
+        The cost went to 0.96 (cb99685).
+
+        The cost went to 0.95 on 2026-11-26 at 4dd9a3f.
+
+        On 2026-11-27 a scan moved it by 3 %.
+
+        Measured 2026-11-28 at 234d3f8:
+
+        | run | requests |
+        |---|---:|
+        | a | 17 923 |
+        """)
+    unaccounted = [p.message.split(" (")[0] for p in d.unaccounted()]
+    assert unaccounted == ["0.83", "0.96", "3 %"]
+    record = scan.record(next(n for n in d.numbers if n.text == "17 923"), d.text)
+    assert record == scan.Record("2026-11-28", ("234d3f8",))
+
+
+def test_every_record_names_a_commit_of_this_repository(registry):
+    # A record's commit is what made its figures: one that is not in the history names nothing.
+    import subprocess
+
+    git = ["git", "-C", str(scan.ROOT)]
+    shallow = subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
+    if shallow.returncode or shallow.stdout.strip() != "false":
+        pytest.skip("not a whole git checkout: the records' commits cannot be looked up")
+    named: dict[tuple[str, ...], str] = {}
+    for d in documents(registry):
+        for n in d.numbers:
+            record = scan.record(n, d.text)
+            if record:
+                named.setdefault(record.commits, f"{d.rel}:{n.line(d.text)}")
+    commits = sorted({c for cs in named for c in cs})
+    found = subprocess.run([*git, "cat-file", "--batch-check"], input="".join(f"{c}^{{commit}}\n" for c in commits),
+                           capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+    known = {c for c, line in zip(commits, found) if not line.endswith(" missing")}
+    assert named and not [f"{where}: {', '.join(cs)}" for cs, where in named.items() if not set(cs) & known]
 
 
 def test_a_registered_number_is_checked_against_its_source_and_rewritten(doc):

@@ -188,12 +188,15 @@ def _check_folder(folder: Path) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def source_digest(package_dir: Path = PACKAGE_DIR) -> str:
-    """SHA-256 of the package's sources and data files, but for PRESENTATION's modules."""
+def source_digest(package_dir: Path = PACKAGE_DIR, leave_out: frozenset[str] = frozenset()) -> str:
+    """SHA-256 of the package's sources and data files, but for PRESENTATION's modules and the
+    files `leave_out` names (paths inside the package: what a command that records this digest
+    writes itself)."""
     digest = hashlib.sha256()
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir).as_posix()
-        if path.suffix not in SOURCE_SUFFIXES or rel in PRESENTATION or "__pycache__" in rel or not path.is_file():
+        if path.suffix not in SOURCE_SUFFIXES or rel in PRESENTATION or rel in leave_out or "__pycache__" in rel \
+                or not path.is_file():  # fmt: skip
             continue
         content = path.read_bytes()
         digest.update(f"{rel}\0{len(content)}\0".encode() + content)

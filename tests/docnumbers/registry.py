@@ -256,7 +256,7 @@ class Document:
         for n in self.numbers:
             if n.start in covered or any(a <= n.start < b for a, b in spans):
                 continue
-            if scan.not_a_quantity(n, self.text) or scan.machine_dependent(n, self.text):
+            if scan.not_a_quantity(n, self.text) or scan.machine_dependent(n, self.text) or scan.record(n, self.text):
                 continue
             problems.append(Problem(self.rel, n.line(self.text), f"{n.text}{' ' + n.unit if n.unit else ''} "
                                     f"({n.where}) is neither generated nor registered: {_context(self.text, n)}"))  # fmt: skip
@@ -344,6 +344,9 @@ class _Lazy:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._get()(*args, **kwargs)
+
+    def __iter__(self):
+        return iter(self._get())
 
 
 def render(value: Any, shown: str, sig: int | None) -> str | None:

@@ -21,6 +21,8 @@ list item's or a numbered step's label, and an HTTP status code.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +70,8 @@ VERSION_WORD = re.compile(
     r"|\bv|\b1\.\d\d\s?(?:to|and|or|-|–)\s?)$"
 )
 ISSUE_WORD = re.compile(r"(?:#|\b(?:issue|issues|Issue|PR|PRs|pull request|KEP|item|items)[ -]#?)$")
-SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|§\s?\d+(?:\.\d+)*[–-]|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s)$")
+SECTION_WORD = re.compile(r"(?:§\s?|§§\s?|§\s?\d+(?:\.\d+)*[–-]|\b(?:section|sections|Section|step|Step|part|Part|notebook|Notebook|panel|row|rows|Row)\s"
+                          r"|\b[Nn]otebooks\s(?:\d+(?:, | and | or |-|–))*)$")  # fmt: skip
 STATUS_CODES = {"409", "410", "429", "503", "504"}
 LIST_LABEL = re.compile(r"^[ \t#]*(?:[-*] )?(?:#+\s*)?$")  # only markup before it on its line
 
@@ -268,3 +271,85 @@ def _table(text: str, number: Number) -> tuple[str, str, str]:
     column = row.count("|") - 1
     heads = [h.strip() for h in header.strip().strip("|").split("|")]
     return header, caption, heads[column] if 0 <= column < len(heads) else ""
+
+
+# ------------------------------------------------------------------------------------ records
+# A record is a figure of a run made on a named day at a named commit: an earlier fit, a
+# benchmark run. Its words say when and at what, for its whole section (the heading names the
+# day, the section a commit) or for its own paragraph (the paragraph names both; for a table,
+# its header, the paragraph before it and its row; for an output block, the paragraph before
+# it). A record is not checked against today's code: it says what that commit gave that day,
+# and a later model gives other figures without making it wrong.
+DAY = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+HEADING = re.compile(r"^#{1,6}[ \t].*$", re.M)
+PARAGRAPH_START = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*]|\d+\.)[ \t])")  # a blank line, or a list item
+
+
+@dataclass(frozen=True)
+class Record:
+    day: str
+    commits: tuple[str, ...]  # every commit its words name: one at least is of this repository's history
+
+
+def record(number: Number, text: str) -> Record | None:
+    """The day and the commits a number is a record of, where its words name both; None otherwise."""
+    if not number.doc.endswith(".md"):
+        return None
+    start, end, heading = _section(text, number.start)
+    day = DAY.search(heading)
+    commits = _section_commits(text, start, end) if day else ()
+    if day and commits:
+        return Record(day.group(), commits)
+    scope = _record_scope(text, number, start)
+    day, commits = DAY.search(scope), _commits(scope)
+    return Record(day.group(), commits) if day and commits else None
+
+
+def _commits(words: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.group() for m in HASH.finditer(words)))
+
+
+@functools.lru_cache(maxsize=256)
+def _section_commits(text: str, start: int, end: int) -> tuple[str, ...]:
+    return _commits(text[start:end])
+
+
+@functools.lru_cache(maxsize=8)
+def _headings(text: str) -> tuple[list[int], list[str]]:
+    """Where each heading of a document starts, and its line (headings in code blocks are not)."""
+    masked, _outputs = _mask_md(text)
+    found = [(m.start(), text[m.start() : m.end()]) for m in HEADING.finditer(masked)]
+    return [a for a, _h in found], [h for _a, h in found]
+
+
+def _section(text: str, offset: int) -> tuple[int, int, str]:
+    """The section an offset lies in: from its heading to the next heading, with its heading."""
+    starts, lines = _headings(text)
+    i = bisect.bisect_right(starts, offset) - 1
+    end = starts[i + 1] if i + 1 < len(starts) else len(text)
+    return (starts[i], end, lines[i]) if i >= 0 else (0, end, "")
+
+
+def _paragraph(text: str, a: int, b: int, lo: int) -> str:
+    """The paragraph (or list item) around offsets a to b, which starts at `lo` at the earliest."""
+    starts = [m.end() for m in PARAGRAPH_START.finditer(text, lo, a)]
+    start = starts[-1] if starts else lo
+    following = PARAGRAPH_START.search(text, b)
+    return text[start : following.start() if following else len(text)]
+
+
+def _record_scope(text: str, number: Number, lo: int) -> str:
+    """The words a number's own record names its day and commit in (`lo`: where its section starts)."""
+    if number.where == "table":
+        row_start = text.rfind("\n", 0, number.start) + 1
+        row_end = text.find("\n", number.end)
+        table_start = row_start
+        while table_start > 0 and text[text.rfind("\n", 0, table_start - 1) + 1 :].lstrip().startswith("|"):
+            table_start = text.rfind("\n", 0, table_start - 1) + 1
+        header = text[table_start : text.find("\n", table_start)]
+        caption = _paragraph(text, max(lo, table_start - 2), max(lo, table_start - 2), lo)
+        return "\n".join((caption, header, text[row_start : row_end if row_end >= 0 else len(text)]))
+    if number.where == "output":
+        fence = text.rfind("```", 0, number.start)
+        return _paragraph(text, max(lo, fence - 2), max(lo, fence - 2), lo)
+    return _paragraph(text, number.start, number.end, lo)

@@ -310,7 +310,7 @@ def test_every_input_of_a_calibration_cell_changes_its_key(monkeypatch):
     assert cell_key(cell, params, setup) == keys["base"]
 
 
-def test_the_sources_count_but_a_figures_style_does_not(tmp_path):
+def test_the_sources_count_but_a_figures_style_and_the_bench_do_not(tmp_path):
     package = tmp_path / "simapf"
     shutil.copytree(ROOT / "simapf", package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     digest = cache.source_digest(package)
@@ -318,6 +318,11 @@ def test_the_sources_count_but_a_figures_style_does_not(tmp_path):
         fh.write("\n# a new colour\n")
     with open(package / "outputs" / "kepfigures.py", "a") as fh:
         fh.write("\n# a new layout\n")
+    # Nor does the real bench, nor a cell of its data set measured again.
+    with open(package / "bench" / "measure.py", "a") as fh:
+        fh.write("\n# another sampler\n")
+    with open(package / "calibration" / "bench" / "cells.csv", "a") as fh:
+        fh.write("a-cell-measured-again\n")
     assert cache.source_digest.__wrapped__(package) == digest
     with open(package / "server" / "memory.py", "a") as fh:
         fh.write("\n# a model change\n")

@@ -91,6 +91,9 @@ PRESENTATION = frozenset({
     "calibrate/report.py", "calibrate/command.py",
 })  # fmt: skip
 SOURCE_SUFFIXES = (".py", ".yaml", ".json", ".csv")
+# The real bench (`simapf measure`), its data set and the commands that make it: what they measure
+# is no simulated run's input, so re-measuring a cell keeps the cache and what was made from it.
+BENCH = ("bench/", "calibration/bench/", "calibrate/bench_")
 
 
 # ------------------------------------------------------------------------------ settings
@@ -189,14 +192,14 @@ def _check_folder(folder: Path) -> None:
 
 @functools.lru_cache(maxsize=4)
 def source_digest(package_dir: Path = PACKAGE_DIR, leave_out: frozenset[str] = frozenset()) -> str:
-    """SHA-256 of the package's sources and data files, but for PRESENTATION's modules and the
-    files `leave_out` names (paths inside the package: what a command that records this digest
+    """SHA-256 of the package's sources and data files, but for PRESENTATION's modules, the
+    BENCH's files and the files `leave_out` names (paths inside the package: what a command that records this digest
     writes itself)."""
     digest = hashlib.sha256()
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir).as_posix()
-        if path.suffix not in SOURCE_SUFFIXES or rel in PRESENTATION or rel in leave_out or "__pycache__" in rel \
-                or not path.is_file():  # fmt: skip
+        if path.suffix not in SOURCE_SUFFIXES or rel in PRESENTATION or rel in leave_out or rel.startswith(BENCH) \
+                or "__pycache__" in rel or not path.is_file():  # fmt: skip
             continue
         content = path.read_bytes()
         digest.update(f"{rel}\0{len(content)}\0".encode() + content)

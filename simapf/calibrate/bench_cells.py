@@ -156,6 +156,7 @@ def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | No
     record_path = out / "provenance.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {"cells": {}}
     (out / "profiles").mkdir(parents=True, exist_ok=True)
+    own = out.resolve().relative_to(ROOT).as_posix() if out.resolve().is_relative_to(ROOT) else None
     chosen = [c for c in cells() if not only or c.name in only]
     for i, cell in enumerate(chosen, start=1):
         wanted = [k for k in range(1, replications + 1) if (cell.name, k) not in done]
@@ -170,7 +171,7 @@ def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | No
         first = m.readings[0]
         if first.samples.profile is not None and 1 in wanted:
             (out / "profiles" / f"{cell.name}.pb.gz").write_bytes(first.samples.profile)
-        commit, dirty = git_state()
+        commit, dirty = git_state(besides=own)  # the data set's own files are not the code's state
         bench = m.results[0].summary["bench"]
         record["cells"][cell.name] = {
             "group": cell.group, "overrides": cell.overrides, "versions": bench["versions"],

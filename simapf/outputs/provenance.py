@@ -33,8 +33,9 @@ def canonical_sha256(data: Any) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def git_state() -> tuple[str | None, bool]:
-    """(commit, dirty) of the checkout simapf runs from; (None, False) from an installed copy."""
+def git_state(besides: str | None = None) -> tuple[str | None, bool]:
+    """(commit, dirty) of the checkout simapf runs from; (None, False) from an installed copy.
+    `besides` (a path inside the checkout) leaves a command's own output out of "dirty"."""
     try:
         top = subprocess.run(["git", "-C", str(PACKAGE_DIR), "rev-parse", "--show-toplevel"],
                              capture_output=True, text=True, timeout=5)  # fmt: skip
@@ -44,7 +45,8 @@ def git_state() -> tuple[str | None, bool]:
             return None, False  # simapf installed inside some other repository
         head = subprocess.run(["git", "-C", str(PACKAGE_DIR), "rev-parse", "HEAD"],
                               capture_output=True, text=True, timeout=5)  # fmt: skip
-        status = subprocess.run(["git", "-C", str(PACKAGE_DIR.parent), "status", "--porcelain", "--", "simapf"],
+        status = subprocess.run(["git", "-C", str(PACKAGE_DIR.parent), "status", "--porcelain", "--", "simapf",
+                                 *([f":(exclude){besides}"] if besides else [])],
                                 capture_output=True, text=True, timeout=5)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None, False

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import sys
 from dataclasses import dataclass
@@ -164,7 +165,9 @@ def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | No
             continue
         say(f"[{i}/{len(chosen)}] {cell.name}: {len(wanted)} replication(s)")
         loaded = load_scenario(BASE, cell.overrides)
+        load_before = os.getloadavg()[0]  # other work on the machine shares its cores with the cell
         m = measure(loaded, len(wanted), say=lambda line: None)
+        load_after = os.getloadavg()[0]
         rows = [{"cell": cell.name, "group": cell.group, "replication": k, **figures(r.summary)}
                 for k, r in zip(wanted, m.results)]  # fmt: skip
         _append(table, rows)
@@ -179,6 +182,7 @@ def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | No
                 ("--etcd-servers", "--secure-port", "--cert-dir", "--token-auth-file", "--service-account-"))],
             "kube_apiserver_env": bench["kube_apiserver_env"], "machine": bench["machine"],
             "simapf_commit": commit, "simapf_dirty": dirty,
+            "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         }  # fmt: skip
         record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     with open(out / "spread.csv", "w", newline="") as handle:

@@ -597,9 +597,9 @@ def generate(
         raise ConfigError(f"{out}: folder {str(Path(out).parent)!r} does not exist; the report regenerates "
                           "docs/validation.md of a simapf checkout: run it from one")
     params_path = Path(params_path) if params_path is not None else SHIPPED
-    made_from = inputs(params_path, data_path, logo_mode, free_keys)
-    params, setup, record = load_params(params_path)
+    params, setup, record = load_params(params_path)  # a missing or bad input is its one-line error
     rows = load_rows(data_path if data_path is not None else DEFAULT_DATA)
+    made_from = inputs(params_path, data_path, logo_mode, free_keys)
     shipped = params_path.resolve() == SHIPPED.resolve()
     with Simulator(n_jobs, backend) as sim:
         bar = progress_bar(None, "report", "runs", progress)

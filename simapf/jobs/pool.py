@@ -197,12 +197,18 @@ class _Dask:
         return self.client.submit(fn, item, key=key, pure=False)
 
     def wait(self, futures: list, timeout: float | None) -> list:
+        from concurrent.futures import CancelledError
+
         from distributed import wait
 
         try:
             done, _ = wait(futures, timeout=timeout, return_when="FIRST_COMPLETED")
         except TimeoutError:
             return []
+        except (CancelledError, OSError) as exc:  # waiting, too, learns that the scheduler went away
+            if self.client.status == "running" and not any(f.status == "cancelled" for f in futures):
+                raise
+            raise self._lost(exc) from None
         return [f for f in futures if f in done]
 
     def result(self, future: Any) -> Any:
@@ -213,12 +219,15 @@ class _Dask:
         except (CancelledError, OSError) as exc:  # the scheduler went away (killed, its host down)
             if future.status != "cancelled" and self.client.status == "running":
                 raise
-            address = getattr(getattr(self.client, "scheduler", None), "address", None)
-            at = f" at {address}" if address else ""
-            raise SimapfError(f"lost the Dask scheduler{at} ({' '.join(str(exc).split())[:200]}); "
-                              "the runs that finished are kept") from None  # fmt: skip
+            raise self._lost(exc) from None
         future.release()
         return result
+
+    def _lost(self, exc: BaseException) -> SimapfError:
+        address = getattr(getattr(self.client, "scheduler", None), "address", None)
+        at = f" at {address}" if address else ""
+        return SimapfError(f"lost the Dask scheduler{at} ({' '.join(str(exc).split())[:200]}); "
+                           "the runs that finished are kept")  # fmt: skip
 
     def abandon(self, futures: list) -> None:
         self.client.cancel(futures)

@@ -63,6 +63,7 @@ class Readings:
     base_rss_bytes: int
     peak_rss_bytes: int  # VmHWM over the load, or the highest RSS seen when the process died
     etcd_cpu_core_s: float
+    client_cpu_core_s: float  # the load generators', on the same machine as the apiserver
     samples: Samples
     deaths: list[Death]
     attempts: dict[str, list[dict[str, str]]]  # per client, the load generator's rows
@@ -261,6 +262,7 @@ class Replication:
         clients = self.start_clients(zero_unix_ns)
         reset_peak(first.pid)
         etcd_cpu0 = cpu_seconds(etcd.pid) or 0.0
+        client_cpu0 = {name: cpu_seconds(proc.pid) or 0.0 for name, proc, _out in clients}
         sampler = Sampler(self.api, self._serving_pid, zero, sc.run.scrape_interval_s)
         time.sleep(max(0.0, zero - time.monotonic()))
         sampler.start()
@@ -290,6 +292,9 @@ class Replication:
                 reading = read_rss(self.apiserver.pid)
                 peak = max(peak, reading[1] if reading else 0)
             etcd_cpu = (cpu_seconds(etcd.pid) or etcd_cpu0) - etcd_cpu0
+            # A client that has exited has no counter left: its CPU until then is not counted.
+            client_cpu = sum((cpu_seconds(proc.pid) or client_cpu0[name]) - client_cpu0[name]
+                             for name, proc, _out in clients)  # fmt: skip
         finally:
             samples = sampler.stop()
         self.progress("stopping the clients")
@@ -304,7 +309,7 @@ class Replication:
         if not peak and samples.rss:
             peak = max(r for _, r in samples.rss)
         return Readings(plan, self.bin, sc.run.duration_s, time.monotonic() - began, base[0], peak, etcd_cpu,
-                        samples, deaths, attempts, names, self.apiserver_argv()[1:], dict(plan.apiserver_env),
+                        client_cpu, samples, deaths, attempts, names, self.apiserver_argv()[1:], dict(plan.apiserver_env),
                         machine(), server_version)  # fmt: skip
 
     def _serving_pid(self) -> int | None:

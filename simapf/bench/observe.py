@@ -281,7 +281,8 @@ def result(readings: Readings, loaded: LoadedScenario, replication: int = 1) -> 
     cpu = {"mean_cores": mean_cores, "peak_cores": _peak_cores(readings, sc.run.scrape_interval_s),
            "cores": readings.plan.apiserver_cores,
            "mean_cores_steady": _cpu_between(readings, steady, duration) / (duration - steady),
-           "gc_cycles": None if gc_cycles is None else int(gc_cycles)}  # fmt: skip
+           "gc_cycles": None if gc_cycles is None else int(gc_cycles),
+           "client_mean_cores": readings.client_cpu_core_s / duration}  # fmt: skip
     etcd_busy = readings.etcd_cpu_core_s / (readings.plan.etcd_cores * duration)
     etcd = {"cores": readings.plan.etcd_cores, "members": 1, "member_round_trip_s": None, "embedded": False,
             "fitted_deployment": False, "ranges": None, "busy_core_s": readings.etcd_cpu_core_s,

@@ -39,7 +39,8 @@ MB = 1_000_000
 # The figures kept per replication, each read from a measured summary by `figures`.
 COLUMNS = ("peak_rss_bytes", "scraped_peak_rss_bytes", "peak_heap_inuse_bytes", "mean_rss_steady_bytes",
            "base_rss_bytes", "mean_cores", "mean_cores_steady", "etcd_busy_core_s", "lists_ok", "rejected_share",
-           "oom_kills", "list_p50_s", "list_p99_s", "list_mean_s", "gc_cycles", "wall_s")  # fmt: skip
+           "oom_kills", "list_p50_s", "list_p99_s", "list_mean_s", "gc_cycles", "wall_s",
+           "client_mean_cores")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def figures(summary: dict[str, Any]) -> dict[str, Any]:
         "oom_kills": summary["process"]["oom_kills"],
         "list_p50_s": by_verb["p50_s"] if by_verb else None, "list_p99_s": by_verb["p99_s"] if by_verb else None,
         "list_mean_s": by_verb["mean_s"] if by_verb else None, "gc_cycles": c.get("gc_cycles"),
-        "wall_s": summary["wall_s"],
+        "wall_s": summary["wall_s"], "client_mean_cores": c.get("client_mean_cores"),
     }  # fmt: skip
 
 
@@ -121,8 +122,12 @@ def _done(table: Path) -> set[tuple[str, int]]:
 
 def _append(table: Path, rows: list[dict[str, Any]]) -> None:
     new = not table.exists()
+    fields = ["cell", "group", "replication", *COLUMNS]
+    if not new:  # a table begun before a column was added keeps its columns
+        with open(table, newline="") as handle:
+            fields = next(csv.reader(handle))
     with open(table, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["cell", "group", "replication", *COLUMNS])
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         if new:
             writer.writeheader()
         writer.writerows(rows)
@@ -138,7 +143,7 @@ def spread(table: Path) -> list[dict[str, Any]]:
     out = []
     for cell, reps in by_cell.items():
         for column in COLUMNS:
-            values = [float(r[column]) for r in reps if r[column] not in ("", "None")]
+            values = [float(r[column]) for r in reps if r.get(column) not in (None, "", "None")]
             if not values:
                 continue
             lo, hi = min(values), max(values)

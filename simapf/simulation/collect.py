@@ -278,6 +278,9 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
             "gc_compulsory_peak_cores": max(r["gc_compulsory_peak_cores"] for r in per_replica),
             "gc_cpu_fraction": sum(r["gc_cpu_fraction"] for r in per_replica) / n_replicas,
             "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
+            # Clients that read their responses on the apiserver's cores (params.client): their
+            # CPU, which the process's figures above leave out.
+            "client_mean_cores": sum(s.resources.client_cpu_seconds_total for s in snaps) / n_replicas / duration,
         },
         "etcd": _etcd_summary(params, snaps[0], rec.etcd_busy_s_at_steady, per_replica, duration, steady),
         "admission_webhooks": [

@@ -61,7 +61,7 @@ def readings(deaths=()) -> Readings:
     attempts.append({**attempts[0], "logical": "101", "error": "context canceled", "start_s": "19.99", "end_s": "20.0"})
     binaries = Binaries(Path("kube-apiserver"), Path("etcd"), Path("loadgen"), "1.37.2",
                         {"kube-apiserver": "v1.37.2", "etcd": "3.7.0", "go": "go1.26.8"})  # fmt: skip
-    return Readings(plan, binaries, 20.0, 31.0, 290_000_000, 312_000_000, 1.5, s, list(deaths), {"lister": attempts},
+    return Readings(plan, binaries, 20.0, 31.0, 290_000_000, 312_000_000, 1.5, 4.0, s, list(deaths), {"lister": attempts},
                     {"uid-gd": "global-default"}, ["--max-requests-inflight=400"], {"GOMAXPROCS": "2"},
                     {"cpu": "test", "cores": 2}, "v1.37.2", {"kube-apiserver.log": b"ok\n"})  # fmt: skip
 
@@ -98,6 +98,7 @@ def test_the_figures_are_read_as_the_docstring_says():
     assert m["peak_rss_bytes"] == 312_000_000  # VmHWM over the load
     assert m["scraped_peak_rss_bytes"] == 310e6 and m["peak_heap_inuse_bytes"] == 160e6  # the highest scrapes
     assert c["mean_cores"] == pytest.approx(0.3) and c["gc_cycles"] == 10
+    assert c["client_mean_cores"] == pytest.approx(4.0 / 20.0)  # the load generator's CPU over the load
     assert s["requests"] == {"total": 100, "by_outcome": {"ok": 96, "rejected": 4, "unavailable": 0, "failed": 0},
                              "rejected_share": 0.04}  # fmt: skip
     (lister,) = s["clients"]

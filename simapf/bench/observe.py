@@ -66,6 +66,9 @@ def _scraped(frame: pd.DataFrame, metric: str, since_s: float = -math.inf) -> in
     return int(values.max()) if len(values) else None
 
 
+GC_CPU = "go_cpu_classes_gc_total_cpu_seconds_total"
+
+
 def _counter_increase(frame: pd.DataFrame, metric: str, by: str) -> dict[str, float]:
     """A counter's increase over the run per label value, its resets (a restarted process) included."""
     got: dict[str, float] = {}
@@ -278,10 +281,12 @@ def result(readings: Readings, loaded: LoadedScenario, replication: int = 1) -> 
         "scraped_peak_heap_steady_bytes": _scraped(frame, "go_memstats_heap_inuse_bytes", steady),
     }  # fmt: skip
     gc_cycles = _counter_increase(frame, "go_gc_duration_seconds_count", "metric").get("go_gc_duration_seconds_count")
+    gc_cpu = _counter_increase(frame, GC_CPU, "metric").get(GC_CPU)  # runtime/metrics' /cpu/classes/gc/total
     cpu = {"mean_cores": mean_cores, "peak_cores": _peak_cores(readings, sc.run.scrape_interval_s),
            "cores": readings.plan.apiserver_cores,
            "mean_cores_steady": _cpu_between(readings, steady, duration) / (duration - steady),
            "gc_cycles": None if gc_cycles is None else int(gc_cycles),
+           "gc_mean_cores": None if gc_cpu is None else gc_cpu / duration,
            "client_mean_cores": readings.client_cpu_core_s / duration}  # fmt: skip
     etcd_busy = readings.etcd_cpu_core_s / (readings.plan.etcd_cores * duration)
     etcd = {"cores": readings.plan.etcd_cores, "members": 1, "member_round_trip_s": None, "embedded": False,

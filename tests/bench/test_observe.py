@@ -31,6 +31,8 @@ apiserver_flowcontrol_rejected_requests_total{{flow_schema="global-default",prio
 go_gc_duration_seconds{{quantile="0.5"}} 0.001
 go_gc_duration_seconds_sum 0.1
 go_gc_duration_seconds_count {gcs}
+# TYPE go_cpu_classes_gc_total_cpu_seconds_total counter
+go_cpu_classes_gc_total_cpu_seconds_total {gc_cpu}
 # TYPE etcd_request_duration_seconds histogram
 etcd_request_duration_seconds_bucket{{le="+Inf"}} 3
 """
@@ -45,7 +47,7 @@ def readings(deaths=()) -> Readings:
         s.scrape_times.append(t)
         s.metrics.append((t, "up", {}, 1.0))
         s.metrics.extend(parse_metrics(METRICS.format(rss=300e6 + 1e6 * k, heap=150e6 + 1e6 * k, dispatched=10 * k,
-                                                      rejected=k // 5, gcs=k), t))  # fmt: skip
+                                                      rejected=k // 5, gcs=k, gc_cpu=0.1 * k), t))  # fmt: skip
     for k in range(401):
         t = 0.05 * k
         s.rss.append((t, int(300e6 + 0.5e6 * t)))
@@ -99,6 +101,7 @@ def test_the_figures_are_read_as_the_docstring_says():
     assert m["scraped_peak_rss_bytes"] == 310e6 and m["peak_heap_inuse_bytes"] == 160e6  # the highest scrapes
     assert c["mean_cores"] == pytest.approx(0.3) and c["gc_cycles"] == 10
     assert c["client_mean_cores"] == pytest.approx(4.0 / 20.0)  # the load generator's CPU over the load
+    assert c["gc_mean_cores"] == pytest.approx(1.0 / 20.0)  # the GC's CPU counter rose by 1 s
     assert s["requests"] == {"total": 100, "by_outcome": {"ok": 96, "rejected": 4, "unavailable": 0, "failed": 0},
                              "rejected_share": 0.04}  # fmt: skip
     (lister,) = s["clients"]

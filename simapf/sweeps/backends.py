@@ -170,8 +170,10 @@ def dask_client(backend: Backend) -> Iterator[Any]:
                 # silence_logs: a run that fails on a worker comes back here as its error, said in
                 # one line; the worker's own log of it ("Compute Failed" and its traceback) would
                 # say it again on this terminal.
+                # Its scheduler serves HTTP (health, metrics) even without a dashboard, on 8787 unless
+                # told: another cluster there would add a warning to the run's output.
                 cluster = LocalCluster(n_workers=backend.workers or cpu_count(), threads_per_worker=1,
-                                       processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)  # fmt: skip
+                                       processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL)  # fmt: skip
                 stack.callback(cluster.close)
                 # Its scheduler, here, hooks a diagnosis into this process's garbage collector
                 # (for logs at INFO), and a Ctrl-C that lands in a gc callback is swallowed.

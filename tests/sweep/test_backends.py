@@ -68,3 +68,28 @@ def test_local_dask_cluster_from_the_sweep_file(tmp_path):
     df = simapf.sweep(path)
     assert df.attrs["status"]["backend"] == "dask, a local cluster of 1 worker(s)"
     pd.testing.assert_frame_equal(_table(df), _table(simapf.sweep(path, backend="serial")))
+
+
+def test_a_local_cluster_says_nothing_when_another_holds_the_dashboard_port(capfd):
+    # Another Dask cluster on this machine has 8787: the local cluster takes a free port, quietly.
+    import socket
+    import warnings
+
+    pytest.importorskip("distributed")
+    from simapf.sweeps.backends import dask_client
+
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            other.bind(("", 8787))
+        except OSError:
+            pass  # already held by another process: the case itself
+        else:
+            other.listen()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with dask_client(Backend("dask", workers=1)) as client:
+                assert client.submit(sum, [1, 2]).result() == 3
+    out, err = capfd.readouterr()
+    said = out + err + "".join(str(w.message) for w in caught)
+    assert "8787" not in said and "already in use" not in said

@@ -157,9 +157,13 @@ def cell_seed(setup: ExperimentSetup, cell: Cell, draw: int = 0) -> int:
 
 
 def run_params(params: ServerParams, setup: ExperimentSetup) -> ServerParams:
-    """The apiserver's parameters on the experiment's node: its cores and its co-located client."""
+    """The apiserver's parameters on the experiment's node: its cores, its co-located client, and
+    its mid-2025 build's streamed JSON encoder, which copied every item afresh (kubernetes#139617
+    came after)."""
+    memory = params.request_memory.model_copy(update={"streaming_encoder_reuses_buffer": False})
     return params.model_copy(
-        update={"cpu": params.cpu.model_copy(update={"cores": setup.cores}), "client": setup.client}
+        update={"cpu": params.cpu.model_copy(update={"cores": setup.cores}), "client": setup.client,
+                "request_memory": memory}  # fmt: skip
     )
 
 

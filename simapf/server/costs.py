@@ -10,12 +10,16 @@ N = objects read, B = stored bytes read, k = decoded/stored size ratio.
     cache:      live = n·s_struct + c_conv·k·S + enc_live          (also cache snapshots)
     WatchList:  live = W_const + 16 B·N + enc_live
     enc_live  = g·S (whole CBOR or YAML buffer) | a_item·min(S/n, o) (streaming encoder)
+                | 3·S for a pretty JSON response (json.MarshalIndent: a compact copy, then an
+                  indented array of twice its size; 2·S of it while it is written)
                 | 0 for a whole JSON response, whose encode buffer comes from encoding/json's
                   pool (simapf.server.pool) and is held as the pool hands it out, and for a
                   whole Protobuf one, whose buffer of exactly S comes from the allocator pool
                   (S of its own before 1.37)
     allocated = (live bytes other than encoding)·(1 + temp_garbage_fraction)
-                + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live)
+                + encode_alloc·S·(streaming_alloc_multiplier if streamed or WatchList)  (≥ live),
+                  but a streamed LIST whose encoder reuses its item buffer (Protobuf; JSON from 1.37)
+                  allocates that buffer's growth to one item instead
 
     cpu = request + [etcd call + receive·B + decode_obj·N + decode_byte·B]   (etcd; receive·B
                   runs alongside etcd's work, as gRPC's transport takes the range in while etcd
@@ -106,6 +110,10 @@ def alloc_steps(live_bytes: float, alloc_bytes: float) -> int:
 # client sees as a 500 (etcd-io/etcd#14809). Paging is the only way past it.
 ETCD_MAX_RESPONSE_BYTES: Final = 2**31 - 1
 ETCD_RESPONSE_TOO_LARGE: Final = "etcd-response-too-large"
+
+# Capacity of the array json.MarshalIndent indents into, per byte of the compact document (Go's
+# encoding/json indent.go, indentGrowthFactor).
+INDENT_GROWTH: Final = 2.0
 
 # Chunks of a streamed range the apiserver holds undecoded at once: the one being decoded, the
 # next, which GetList receives before it yields the current one (k8s.io/apiserver v0.37.2
@@ -229,6 +237,20 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         enc_alloc = item_by_item_alloc
         if item:
             buffer_need = min(buffer_need, item)  # json.Marshal of one item, or a watch event, at a time
+        if shape.encoding is Encoding.PROTOBUF:
+            # Each item is marshalled into the response's runtime.Allocator, which keeps its array.
+            enc_alloc = grow(ALLOCATOR, 0.0, item)[1]
+        elif shape.encoding is Encoding.JSON and mem_p.streaming_encoder_reuses_buffer:
+            # One bytes.Buffer, reset for each item: its growth to the largest item (1.37).
+            enc_alloc = grow(DOUBLING, 0.0, item)[1]
+    elif buffer_need and cost.indented:
+        # json.MarshalIndent (pretty=true): json.Marshal builds the document in a pooled buffer,
+        # which goes back to the pool, and returns a fresh copy of it (S); the indented document
+        # goes into an array made with twice that capacity (encoding/json's indentGrowthFactor),
+        # which the handler writes. Indentation adds a few bytes a field, which are not counted.
+        enc_live = (1.0 + INDENT_GROWTH) * S
+        enc_alloc = enc_live
+        encode_cpu += cpu_p.json_indent_core_s_per_byte * S
     elif buffer_need and shape.encoding is not Encoding.YAML:
         # json.NewEncoder(w).Encode: the pool's buffer is the whole response's buffer.
         enc_live = enc_alloc = 0.0
@@ -312,6 +334,8 @@ def compute_plan(params: ServerParams, cost: RequestCost) -> RequestPlan:
         write += cl.colocated_gzip_core_s_per_byte * S
     enc = enc_live if enc_live < live else live
     write_live = enc + mem_p.write_hold_fraction * (live - enc)
+    if cost.indented and buffer_need:
+        write_live -= S  # the compact copy is garbage once indented; the indented array is written
     delay = int(round(cl.response_latency_s * 1e9))
     ratio = shape.gzip_ratio if shape.gzip_ratio is not None else DEFAULT_GZIP_RATIO
     wire = S * ratio if gzip else S

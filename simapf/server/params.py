@@ -480,6 +480,14 @@ class RequestCpuParams(_Params):
     # Encoding, per item and per response byte, by wire encoding.
     json_encode_core_s_per_object: Seconds = Field(default_factory=fitted("request_cpu.json_encode_core_s_per_object"), ge=0, description="JSON (also as=Table) per item. Fitted.")
     json_encode_core_s_per_byte: Seconds = Field(default_factory=fitted("request_cpu.json_encode_core_s_per_byte"), ge=0, description="JSON per byte. Fitted.")
+    json_indent_core_s_per_byte: Seconds = Field(
+        1e-9, ge=0,
+        description=(
+            "A pretty-printed JSON response's second pass per byte: json.MarshalIndent copies the compact "
+            "document out of its encoder, then rewrites it indented byte by byte (Go's encoding/json "
+            "appendIndent). Hypothesis: a byte loop's cost, about a nanosecond a byte."
+        ),
+    )
     protobuf_encode_core_s_per_object: Seconds = Field(2.2e-6, ge=0, description="Protobuf per item: ~0.28x JSON (PR #141809: 17 vs 60 us per item).")
     protobuf_encode_core_s_per_byte: Seconds = Field(2.4e-9, ge=0, description="Protobuf per byte: ~0.28x JSON (PR #141809).")
     cbor_encode_core_s_per_object: Seconds = Field(4e-6, ge=0, description="CBOR per item. Hypothesis: between Protobuf and JSON.")
@@ -581,11 +589,25 @@ class RequestMemoryParams(_Params):
         default_factory=fitted("request_memory.streaming_alloc_multiplier"),
         ge=0,
         description=(
-            "Streamed encoding allocates this times `encode_alloc_multiplier` per response byte. Fitted: "
+            "Streamed encoding that copies each item afresh (JSON before 1.37: "
+            "`streaming_encoder_reuses_buffer` false; a WatchList's events) allocates this times "
+            "`encode_alloc_multiplier` per response byte. Fitted: "
             "kubernetes#139617 found the streamed JSON encoder allocating about the response body in "
             "per-item copies (fixed there, after the calibration data was measured), against the whole "
             "encoder's doubling buffer. PR #129334's +300 % is over a microbenchmark's whole encoder, whose "
             "pooled buffer (encoding/json's encodeState) a benchmark loop reuses."
+        ),
+    )
+    streaming_encoder_reuses_buffer: bool = Field(
+        True,
+        description=(
+            "A streamed JSON LIST encodes each item into one buffer it keeps for the next item "
+            "(kubernetes#139617, 1.37: k8s.io/apimachinery runtime/serializer/json collections.go, "
+            "streamEncoder.encodeValue), so its encoding allocates that buffer's growth to the largest item, "
+            "not bytes in proportion to the response; a scenario's kubernetes.version before 1.37 sets false "
+            "(json.Marshal's fresh copy of every item: `streaming_alloc_multiplier`). A streamed Protobuf "
+            "LIST marshals each item into the response's runtime.Allocator, which keeps its array, in every "
+            "release (protobuf collections.go, doEncodeWithHeader)."
         ),
     )
     temp_garbage_fraction: Number = Field(
@@ -892,7 +914,8 @@ class ServerParams(_Params):
         leaving a new array's unwritten tail untouched; before 1.28 every CRD change rebuilt the
         OpenAPI v2 document (kubernetes#118212); before 1.21 it was built with a Go (1.12-1.15)
         that returned memory with MADV_FREE; before 1.37 a whole Protobuf response got a fresh
-        buffer, not a pooled one (kubernetes#139350); from 1.27 to 1.31 a LIST from the watch
+        buffer, not a pooled one (kubernetes#139350), and a streamed JSON LIST a fresh copy of every
+        item (kubernetes#139617); from 1.27 to 1.31 a LIST from the watch
         cache sorted all its objects (kubernetes#113730), and in 1.30 and 1.31 a WatchList its
         initial events (kubernetes#120897); before 1.27 the watch cache handed every event to
         every watcher without a trigger value (kubernetes#115918), and before 1.31 it built a
@@ -905,7 +928,8 @@ class ServerParams(_Params):
 
         return {
             "crds": {"etcd_logger_per_client": before(1, 25), "openapi_v2_eager": before(1, 28)},
-            "request_memory": {"buffer_growth_zeroes": not before(1, 25), "protobuf_allocator_pool": not before(1, 37)},
+            "request_memory": {"buffer_growth_zeroes": not before(1, 25), "protobuf_allocator_pool": not before(1, 37),
+                               "streaming_encoder_reuses_buffer": not before(1, 37)},
             "request_cpu": {"cache_list_sorted": not before(1, 27) and before(1, 32),
                             "watchlist_events_sorted": not before(1, 30) and before(1, 32)},
             "gc": {"page_release": "free" if before(1, 21) else "dontneed"},

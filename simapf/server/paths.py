@@ -75,18 +75,20 @@ class RequestCost:
     streaming: bool = False
     # An etcd range read as a stream of chunks, each decoded as it arrives (EtcdRangeStream).
     range_streamed: bool = False
+    # A pretty-printed JSON response (pretty=true): one json.MarshalIndent of the whole list.
+    indented: bool = False
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Hashed once: the model looks its plan up on every start().
-        object.__setattr__(self, "_hash", hash((self.path, self.shape, self.streaming, self.range_streamed)))
+        object.__setattr__(self, "_hash", hash((self.path, self.shape, self.streaming, self.range_streamed, self.indented)))
 
     def __hash__(self) -> int:
         return self._hash
 
     def __reduce__(self) -> tuple:
         # Rebuild on unpickling: string hashes differ between processes (joblib sweeps).
-        return (RequestCost, (self.path, self.shape, self.streaming, self.range_streamed))
+        return (RequestCost, (self.path, self.shape, self.streaming, self.range_streamed, self.indented))
 
 
 class InvalidListOptions(ValueError):
@@ -212,5 +214,6 @@ def plan_request(
         return None
     # A pretty-printed JSON response is one json.MarshalIndent of the whole list (the apiserver's
     # JSON serializer takes its Pretty branch before the streaming one): never streamed.
-    streamed = is_streaming_encoded(path, shape.encoding, gates) and not (opts.pretty and shape.encoding is Encoding.JSON)
-    return RequestCost(path, shape, streamed, is_range_streamed(verb, path, opts, gates))
+    indented = opts.pretty and shape.encoding is Encoding.JSON
+    streamed = is_streaming_encoded(path, shape.encoding, gates) and not indented
+    return RequestCost(path, shape, streamed, is_range_streamed(verb, path, opts, gates), indented)

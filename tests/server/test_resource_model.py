@@ -108,11 +108,21 @@ def test_bytes_by_path_follow_the_section_6_formulas():
     streamed = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))
     assert streamed.live_bytes < cache.live_bytes + fresh_buffer_bytes(cache)
     assert streamed.buffer_need == S_ / n and not streamed.buffer_held  # one item at a time
-    # Streamed, the JSON encoder of the calibrated build (before kubernetes#139617) allocates about
-    # the response body in per-item copies; whole, a buffer grown by doubling (~2x the body).
-    streamed_encoder_alloc = streamed.alloc_bytes - cache.alloc_bytes
+    # Streamed, the JSON encoder of 1.37 reuses one buffer for every item (kubernetes#139617): it
+    # allocates that buffer's growth to one item (10 kB: 64 doubled up to 16,384, 2*(16,384-32)).
+    assert streamed.alloc_bytes - cache.alloc_bytes == pytest.approx(2 * (2**14 - 32))
+    # The calibrated build's (before kubernetes#139617) allocates about the response body in
+    # per-item copies; whole, a buffer grown by doubling (~2x the body).
+    copies = ServerParams.model_validate({"request_memory": {"streaming_encoder_reuses_buffer": False}})
+    streamed_old = compute_plan(copies, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), streaming=True))
+    streamed_encoder_alloc = streamed_old.alloc_bytes - cache.alloc_bytes
     assert 0.75 * S_ <= streamed_encoder_alloc <= mem.encode_alloc_multiplier * S_  # no more than a doubling buffer
     assert streamed.cpu_core_s > cache.cpu_core_s
+    # A streamed Protobuf LIST marshals each item into the response's allocator, in every release:
+    # one array of an item's size.
+    for params in (p, copies):
+        streamed_pb = compute_plan(params, RequestCost(ServingPath.CACHE, ResponseShape(S_, n, pb), streaming=True))
+        assert streamed_pb.alloc_bytes - cache_pb.alloc_bytes == pytest.approx(S_ / n)
     # WatchList holds its stream's buffers and 16 B per object of the cache snapshot it walks,
     # and the event it is encoding (one object, bounded by the largest etcd stores), whatever the
     # response's bytes; it allocates a deep copy of each object it sends.
@@ -152,8 +162,10 @@ def test_streamed_list_memory_does_not_grow_with_response_size():
 
 def _first_data_row():
     # list-memory-experiments.csv: etcd, 100 KB, 10 objects, 1800/s -> 6.54 cores, 412 MB (1 seat).
-    # The experiment's LISTs: JSON, encoded item by item.
-    m, snaps = open_loop(ServerParams(), 1800, 6, cost(ServingPath.ETCD, 100_000, 10, True, Encoding.JSON))
+    # The experiment's LISTs: JSON, encoded item by item by its mid-2025 build, which copied each item
+    # afresh (kubernetes#139617 came after).
+    build = ServerParams.model_validate({"request_memory": {"streaming_encoder_reuses_buffer": False}})
+    m, snaps = open_loop(build, 1800, 6, cost(ServingPath.ETCD, 100_000, 10, True, Encoding.JSON))
     a, b = snaps[40], snaps[-1]
     cores = (b.cpu_seconds_total - a.cpu_seconds_total) / ((b.t_ns - a.t_ns) / S)
     return snaps, a, b, cores
@@ -255,3 +267,23 @@ def test_the_kubernetes_version_says_whether_the_cache_sorts(version, lists, eve
     loaded = simapf.load_scenario(path, [f'kubernetes.version="{version}"'])
     assert loaded.params.request_cpu.cache_list_sorted is lists
     assert loaded.params.request_cpu.watchlist_events_sorted is events
+
+
+def test_a_pretty_json_response_holds_a_compact_copy_and_an_indented_array_of_twice_its_size():
+    # json.MarshalIndent: json.Marshal's fresh copy of the document (S), then an array made with
+    # 2·S for the indented one, which is written; the pooled encode buffer is not held.
+    p = ServerParams()
+    S_, n = 1e6, 100
+    whole = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n)))
+    pretty = compute_plan(p, RequestCost(ServingPath.CACHE, ResponseShape(S_, n), indented=True))
+    held = n * p.request_memory.struct_copy_bytes_per_object
+    assert pretty.live_bytes == pytest.approx(held + 3 * S_) and not pretty.buffer_held
+    assert pretty.write_live_bytes == pytest.approx(held + 2 * S_)
+    assert pretty.alloc_bytes >= 3 * S_ > whole.alloc_bytes + fresh_buffer_bytes(whole)
+    assert pretty.cpu_core_s - whole.cpu_core_s == pytest.approx(p.request_cpu.json_indent_core_s_per_byte * S_)
+    # What the client asks for decides it: pretty=true on JSON, and nothing on Protobuf.
+    from simapf.apf.types import ListOptions
+    from simapf.server.paths import plan_request
+    json_cost = plan_request("list", ListOptions(pretty=True), ResponseShape(S_, n))
+    pb_cost = plan_request("list", ListOptions(pretty=True), ResponseShape(S_, n, Encoding.PROTOBUF))
+    assert json_cost.indented and not json_cost.streaming and not pb_cost.indented and pb_cost.streaming

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simapf.calibrate.bench_cells import BASE, BENCH, cells
+from simapf.calibrate.bench_machine import MACHINE
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = BENCH / "report.md"
+REPEAT = BENCH / "repeat" / "cells.csv"
 VALIDATION = ROOT / "docs" / "validation.md"
 BEGIN = "<!-- bench report: begin (python -m simapf.calibrate.bench_report) -->"
 END = "<!-- bench report: end -->"
@@ -61,7 +63,8 @@ def measured_cells(table: Path = BENCH / "cells.csv") -> dict[str, dict[str, lis
 
 
 def predicted(cell_names: list[str]) -> dict[str, dict[str, float]]:
-    """The model's figures for each cell: the cell's scenario run once (its seed)."""
+    """The model's figures for each cell: the cell's scenario run once (its seed), on the bench's
+    machine (its CPU rates and idle heap: `calibration/bench/machine.yaml`)."""
     import simapf
     from simapf.scenario import load_scenario
     from simapf.uncertainty.figures import figure_values
@@ -69,7 +72,7 @@ def predicted(cell_names: list[str]) -> dict[str, dict[str, float]]:
     by_name = {c.name: c for c in cells()}
     out = {}
     for name in cell_names:
-        summary = simapf.run(load_scenario(BASE, by_name[name].overrides)).summary
+        summary = simapf.run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).summary
         values = figure_values(summary)
         values["scraped_peak_heap_inuse_bytes"] = summary["memory"]["scraped_peak_heap_inuse_bytes"]
         # the first client that LISTs, as bench_cells.figures reads a measurement
@@ -114,7 +117,10 @@ def section(rows: list[Compared], measured: dict[str, dict[str, list[float]]]) -
         f"{len(measured)} cells of `calibration/bench/cells.csv` ({'-'.join(map(str, reps))} replications each, each from "
         "a fresh etcd and kube-apiserver 1.37.2 built from upstream's modules; set-up and provenance in "
         "`calibration/bench/README.md`), measured with `simapf measure` and predicted by `simapf run` of the "
-        "same scenario (`calibration/bench/base.yaml` with the cell's settings, `simapf.calibrate.bench_cells`). "
+        "same scenario (`calibration/bench/base.yaml` with the cell's settings, `simapf.calibrate.bench_cells`) "
+        "on the bench's machine: its CPU rates, fitted on a second measurement of the grid on another day "
+        "(`calibration/bench/repeat/`), not on these cells, and its idle apiserver's live heap, measured "
+        "(`calibration/bench/machine.yaml`, `simapf.calibrate.bench_machine`). "
         "Measured: the median over the replications, [lowest, highest]. Error: predicted / measured median − 1. "
         "Peak RSS is the true peak over the load (the kernel's VmHWM; the model's true peak); the Go heap's "
         "peak is the highest /metrics scrape on both sides; CPU is the apiserver's mean over the load; LIST "
@@ -143,8 +149,66 @@ def section(rows: list[Compared], measured: dict[str, dict[str, list[float]]]) -
         beyond = sum(1 for e in errs if e > 0.5 or e < -1 / 3)
         lines.append(f"| {title} | {len(errs)} | {statistics.median(abs(e) for e in errs):.0%} | {beyond} | "
                      f"{statistics.median(spreads):.2f} |" if errs else f"| {title} | 0 | – | – | – |")  # fmt: skip
+    lines += out_of_sample(measured)
     lines += ["", END]
     return "\n".join(lines) + "\n"
+
+
+def out_of_sample(first: dict[str, dict[str, list[float]]], repeat: Path = REPEAT) -> list[str]:
+    """The grid measured a second time (`repeat/`), where the machine's CPU rates come from:
+    each cell group predicted on rates fitted without it, and how far the two measurements of
+    each cell are apart."""
+    from simapf.calibrate import bench_machine
+    from simapf.server.params import ServerParams
+
+    rows = bench_machine.measured(repeat)
+    checked = bench_machine.check(rows, rows, ServerParams())
+    lines = [
+        "",
+        "### CPU and latency on the bench's machine, each cell group fitted without it",
+        "",
+        "The same grid measured again on another day, once per cell, with the load generator's CPU and the GC's "
+        "(`calibration/bench/repeat/`): the machine's CPU rates are fitted on these cells, so here each cell group "
+        "is predicted on rates fitted on the other groups (`python -m simapf.calibrate.bench_machine --check "
+        "calibration/bench/repeat/cells.csv`). Second/first: this measurement over the first table's median.",
+        "",
+        "| cell | mean CPU measured | predicted | error | LIST latency measured | predicted | error "
+        "| second/first: peak RSS | CPU | latency |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    cpu_errors, latency_errors = [], []
+    ratios: dict[str, list[float]] = {"peak_rss_bytes": [], "mean_cores": [], "list_mean_s": []}
+    again = measured_cells(repeat)
+    for m, summary in checked:
+        cores = summary["cpu"]["mean_cores"]
+        lists = next((c["by_verb"]["list"] for c in summary["clients"] if "list" in c.get("by_verb", {})), None)
+        latency = lists["mean_s"] if lists else None
+        cpu_err = cores / m.cores - 1 if m.cores else None
+        lat_err = latency / m.list_mean_s - 1 if latency is not None and m.list_mean_s else None
+        if cpu_err is not None:
+            cpu_errors.append(cpu_err)
+        if lat_err is not None:
+            latency_errors.append(lat_err)
+        shown = []
+        for column, unit in (("peak_rss_bytes", "x"), ("mean_cores", "x"), ("list_mean_s", "x")):
+            a, b = first.get(m.cell.name, {}).get(column), again.get(m.cell.name, {}).get(column)
+            if a and b and statistics.median(a) > 0:
+                ratios[column].append(statistics.median(b) / statistics.median(a))
+                shown.append(f"{ratios[column][-1]:.2f}")
+            else:
+                shown.append("–")
+        lines.append(f"| {m.cell.name} | {m.cores:.2f} | {cores:.2f} | {_pct(cpu_err)} | {_show(m.list_mean_s, 's')} | "
+                     f"{_show(latency, 's')} | {_pct(lat_err)} | " + " | ".join(shown) + " |")  # fmt: skip
+    lines += ["", "| figure | cells | median \\|error\\| | cells beyond 1.5x | median \\|second/first − 1\\| |",
+              "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for title, errs, column in (("mean CPU", cpu_errors, "mean_cores"), ("LIST latency, mean", latency_errors, "list_mean_s")):
+        beyond = sum(1 for e in errs if e > 0.5 or e < -1 / 3)
+        apart = statistics.median(abs(r - 1) for r in ratios[column]) if ratios[column] else None
+        lines.append(f"| {title} | {len(errs)} | {statistics.median(abs(e) for e in errs):.0%} | {beyond} | "
+                     f"{f'{apart:.0%}' if apart is not None else '–'} |")  # fmt: skip
+    rss = ratios["peak_rss_bytes"]
+    lines.append(f"| peak RSS | – | – | – | {statistics.median(abs(r - 1) for r in rss):.0%} |" if rss else "")
+    return lines
 
 
 def splice(page: str, block: str) -> str:

@@ -70,15 +70,16 @@ def server_row(result, level: str, verb: str) -> pd.Series:
 
 
 def start_up_storm(**run) -> dict:
-    """50 informers LIST big Secrets at the start (the transient), then readers ramp up 2 -> 20
-    over [10 s, 30 s]: steady work that allocates, so the GC and scavenger give memory back."""
-    informers = {"name": "controllers", "kind": "informer", "count": 50, "resource": "secrets",
+    """50 informers LIST big Secrets at the start (the transient: JSON, whose streamed encoder
+    copies every item before 1.37), then readers ramp up 2 -> 20 over [10 s, 30 s]: steady work
+    that allocates, so the GC and scavenger give memory back."""
+    informers = {"name": "controllers", "kind": "informer", "count": 50, "resource": "secrets", "encoding": "json",
                  "identity": {"service_account": "apps/controller-{i}"}, "start": {"spread_s": 2.0}}  # fmt: skip
     readers = {"name": "users", "kind": "closed_loop", "count": 2, "identity": {"user": "user-{i}"},
                "think_time": {"mean_s": 0.2, "distribution": "constant"}, "request": LIST_NS0}  # fmt: skip
     return scenario(
         informers, readers, duration_s=120.0, resources=[SECRETS, CONFIGMAPS], run=run,
-        kubernetes={"feature_gates": {"WatchListClient": False}},
+        kubernetes={"version": "1.36", "feature_gates": {"WatchListClient": False}},
         events=[{"kind": "ramp", "at_s": 10.0, "client": "users", "to_count": 20, "over_s": 20.0}],
     )  # fmt: skip
 

@@ -76,6 +76,7 @@ class Measured:
     client_cores: float | None
     gc_cycles: float
     list_mean_s: float | None = None
+    etcd_core_s: float | None = None  # etcd's CPU over the load
 
 
 def measured(table: Path) -> list[Measured]:
@@ -98,7 +99,8 @@ def measured(table: Path) -> list[Measured]:
         if not lists:
             continue
         out.append(Measured(cell, _duration(), lists, median("mean_cores") or 0.0, median("gc_mean_cores"),
-                            median("client_mean_cores"), median("gc_cycles") or 0.0, median("list_mean_s")))  # fmt: skip
+                            median("client_mean_cores"), median("gc_cycles") or 0.0, median("list_mean_s"),
+                            median("etcd_busy_core_s")))  # fmt: skip
     return out
 
 
@@ -152,6 +154,31 @@ class Fit:
     client: dict[str, float]
     mark_rate_scale: float
     cells: int
+    etcd: dict[str, float] | None = None  # "etcd.field" -> value
+
+
+def fit_etcd(rows: list[Measured]) -> dict[str, float] | None:
+    """etcd's range rates on the machine (`simapf.server.etcd.range_work`: a cost per range, per
+    byte and per key, each the inverse of a rate), from the cells that read etcd: its CPU per
+    LIST against 1, the range's bytes and its keys, relative, non-negative. None: no such cells."""
+    a, b = [], []
+    for m in rows:
+        o = m.cell.overrides
+        if o["resources.configmaps.watch_cache"] or not m.etcd_core_s:
+            continue
+        n = float(o["resources.configmaps.count"])
+        stored = n * float(o["resources.configmaps.object_size.mean_bytes"])
+        y = m.etcd_core_s / m.lists
+        a.append(np.array([1.0, stored, n]) / y)
+        b.append(1.0)
+    if len(a) < 3:
+        return None
+    per_range, per_byte, per_key = nnls(np.array(a), np.array(b))[0]
+    out = {"etcd.bytes_per_s": float(1.0 / per_byte) if per_byte > 0 else 1e12,
+           "etcd.requests_per_s": float(1.0 / per_range) if per_range > 0 else 1e9}  # fmt: skip
+    if per_key > 0:
+        out["etcd.objects_per_s"] = float(1.0 / per_key)
+    return out
 
 
 def fit(rows: list[Measured], params: Any, with_gc: bool = True) -> Fit:
@@ -176,9 +203,10 @@ def fit(rows: list[Measured], params: Any, with_gc: bool = True) -> Fit:
         c_theta, _ = nnls(np.array(ca), np.array(cb))
         client = {f"{s}.{f}": float(v) for (s, f), v in zip(CLIENT_RATES, c_theta)}
     rates = {f"{s}.{f}": float(v) for (s, f), v in zip(RATES, theta[:-1])}
-    first = Fit(rates, float(theta[-1]), client, 1.0, len(rows))
+    etcd = fit_etcd(rows)
+    first = Fit(rates, float(theta[-1]), client, 1.0, len(rows), etcd)
     scale = mark_rate_scale(rows, machine_params(first)) if with_gc else 1.0
-    return Fit(rates, float(theta[-1]), client, scale, len(rows))
+    return Fit(rates, float(theta[-1]), client, scale, len(rows), etcd)
 
 
 def mark_rate_scale(rows: list[Measured], machine: dict[str, Any]) -> float:
@@ -201,7 +229,7 @@ def machine_params(result: Fit, params: Any | None = None) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {"process": {"baseline_cores": result.baseline_cores}}
     if params is not None and result.mark_rate_scale != 1.0:
         out["gc"] = {"mark_rate_bytes_per_core_s": params.gc.mark_rate_bytes_per_core_s * result.mark_rate_scale}
-    for key, value in {**result.rates, **result.client}.items():
+    for key, value in {**result.rates, **result.client, **(result.etcd or {})}.items():
         section, field = key.split(".")
         out.setdefault(section, {})[field] = value
     return out

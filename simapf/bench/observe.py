@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simapf.bench.measure import Readings
+from simapf.bench.sampler import Samples
 from simapf.outputs.provenance import provenance
 from simapf.scenario.load import LoadedScenario
 from simapf.simulation.collect import CLIENT_LATENCY_COLUMNS, p99_ok
@@ -327,6 +328,19 @@ def result(readings: Readings, loaded: LoadedScenario, replication: int = 1) -> 
     return Result(summary, frame, latency, levels.fillna(0), None, scenario, client_table)
 
 
+# runtime/metrics' /gc/heap/live: the heap the last GC cycle marked live.
+HEAP_LIVE = "go_gc_heap_live_bytes"
+
+
+def base_heap_live(samples: Samples) -> float | None:
+    """The apiserver's live heap as the load starts (the first scrape's), None if not exposed:
+    what an idle process of this deployment holds (the model's `process.live_heap_bytes`)."""
+    first = min((t for t, metric, _labels, _v in samples.metrics if metric == HEAP_LIVE), default=None)
+    if first is None:
+        return None
+    return sum(v for t, metric, _labels, v in samples.metrics if metric == HEAP_LIVE and t == first)
+
+
 def bench_record(readings: Readings) -> dict[str, Any]:
     """What made the measurement: binaries, flags, machine, and what was read how."""
     s = readings.samples
@@ -336,7 +350,8 @@ def bench_record(readings: Readings) -> dict[str, Any]:
         "kube_apiserver_flags": readings.flags, "kube_apiserver_env": readings.env,
         "gates": readings.plan.gates, "cpu_quota_cores": readings.plan.apiserver_cores,
         "etcd_cpu_quota_cores": readings.plan.etcd_cores, "machine": readings.machine,
-        "base_rss_bytes": readings.base_rss_bytes, "scrapes": len(s.scrape_times), "scrape_errors": s.scrape_errors,
+        "base_rss_bytes": readings.base_rss_bytes, "base_heap_live_bytes": base_heap_live(s),
+        "scrapes": len(s.scrape_times), "scrape_errors": s.scrape_errors,
         "rss_samples": len(s.rss),
         "heap_profile": None if s.profile is None else {"file": "heap-peak.pb.gz", "at_s": s.profile_at_s,
                                                          "rss_bytes": s.profile_rss_bytes},

@@ -40,7 +40,7 @@ MB = 1_000_000
 COLUMNS = ("peak_rss_bytes", "scraped_peak_rss_bytes", "peak_heap_inuse_bytes", "mean_rss_steady_bytes",
            "base_rss_bytes", "mean_cores", "mean_cores_steady", "etcd_busy_core_s", "lists_ok", "rejected_share",
            "oom_kills", "list_p50_s", "list_p99_s", "list_mean_s", "gc_cycles", "wall_s",
-           "client_mean_cores", "gc_mean_cores")  # fmt: skip
+           "client_mean_cores", "gc_mean_cores", "base_heap_live_bytes")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def figures(summary: dict[str, Any]) -> dict[str, Any]:
         "list_p50_s": by_verb["p50_s"] if by_verb else None, "list_p99_s": by_verb["p99_s"] if by_verb else None,
         "list_mean_s": by_verb["mean_s"] if by_verb else None, "gc_cycles": c.get("gc_cycles"),
         "wall_s": summary["wall_s"], "client_mean_cores": c.get("client_mean_cores"),
-        "gc_mean_cores": c.get("gc_mean_cores"),
+        "gc_mean_cores": c.get("gc_mean_cores"), "base_heap_live_bytes": summary["bench"].get("base_heap_live_bytes"),
     }  # fmt: skip
 
 

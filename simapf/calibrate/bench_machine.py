@@ -237,7 +237,6 @@ def machine_params(result: Fit, params: Any | None = None) -> dict[str, Any]:
 
 # The cells whose first scrape gives the idle apiserver's live heap: the smallest inventory.
 IDLE_CELLS = ("cache-1MB-10obj-json-c1", "etcd-1MB-10obj-json-c1")
-LIVE_HEAP = "go_gc_heap_live_bytes"  # runtime/metrics /gc/heap/live: marked live by the last GC
 
 
 def measure_idle(replications: int = 2, say=print) -> dict[str, Any]:
@@ -252,12 +251,11 @@ def measure_idle(replications: int = 2, say=print) -> dict[str, Any]:
     seen = []
     for name in IDLE_CELLS:
         m = measure(load_scenario(BASE, by_name[name].overrides), replications)
-        for r in m.readings:
-            first = min((t for t, metric, _l, _v in r.samples.metrics if metric == LIVE_HEAP), default=None)
-            if first is None:
-                continue
-            seen.append(sum(v for t, metric, _l, v in r.samples.metrics if metric == LIVE_HEAP and t == first))
-            say(f"{name}: live heap at the load's start {seen[-1] / 1e6:.1f} MB")
+        for r in m.results:
+            heap = r.summary["bench"]["base_heap_live_bytes"]
+            if heap is not None:
+                seen.append(heap)
+                say(f"{name}: live heap at the load's start {heap / 1e6:.1f} MB")
     return {"cells": list(IDLE_CELLS), "replications": replications, "live_heap_bytes": seen,
             "median_bytes": statistics.median(seen)}  # fmt: skip
 

@@ -33,6 +33,8 @@ go_gc_duration_seconds_sum 0.1
 go_gc_duration_seconds_count {gcs}
 # TYPE go_cpu_classes_gc_total_cpu_seconds_total counter
 go_cpu_classes_gc_total_cpu_seconds_total {gc_cpu}
+# TYPE go_gc_heap_live_bytes gauge
+go_gc_heap_live_bytes {live}
 # TYPE etcd_request_duration_seconds histogram
 etcd_request_duration_seconds_bucket{{le="+Inf"}} 3
 """
@@ -47,7 +49,7 @@ def readings(deaths=()) -> Readings:
         s.scrape_times.append(t)
         s.metrics.append((t, "up", {}, 1.0))
         s.metrics.extend(parse_metrics(METRICS.format(rss=300e6 + 1e6 * k, heap=150e6 + 1e6 * k, dispatched=10 * k,
-                                                      rejected=k // 5, gcs=k, gc_cpu=0.1 * k), t))  # fmt: skip
+                                                      rejected=k // 5, gcs=k, gc_cpu=0.1 * k, live=90e6 + 2e6 * k), t))  # fmt: skip
     for k in range(401):
         t = 0.05 * k
         s.rss.append((t, int(300e6 + 0.5e6 * t)))
@@ -102,6 +104,7 @@ def test_the_figures_are_read_as_the_docstring_says():
     assert c["mean_cores"] == pytest.approx(0.3) and c["gc_cycles"] == 10
     assert c["client_mean_cores"] == pytest.approx(4.0 / 20.0)  # the load generator's CPU over the load
     assert c["gc_mean_cores"] == pytest.approx(1.0 / 20.0)  # the GC's CPU counter rose by 1 s
+    assert s["bench"]["base_heap_live_bytes"] == 90e6  # the live heap of the first scrape, as the load starts
     assert s["requests"] == {"total": 100, "by_outcome": {"ok": 96, "rejected": 4, "unavailable": 0, "failed": 0},
                              "rejected_share": 0.04}  # fmt: skip
     (lister,) = s["clients"]

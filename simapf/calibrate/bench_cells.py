@@ -96,10 +96,15 @@ def cells() -> list[Cell]:
     return out
 
 
+def list_figures(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The LISTs of the first client that sent any, as a summary counts them (None: none did)."""
+    return next((client["by_verb"]["list"] for client in summary["clients"] if "list" in client.get("by_verb", {})), None)
+
+
 def figures(summary: dict[str, Any]) -> dict[str, Any]:
     """One replication's row of `cells.csv` from its measured summary."""
     m, c = summary["memory"], summary["cpu"]
-    by_verb = next((client["by_verb"]["list"] for client in summary["clients"] if "list" in client.get("by_verb", {})), None)
+    by_verb = list_figures(summary)
     return {
         "peak_rss_bytes": m["peak_rss_bytes"], "scraped_peak_rss_bytes": m["scraped_peak_rss_bytes"],
         "peak_heap_inuse_bytes": m["peak_heap_inuse_bytes"], "mean_rss_steady_bytes": m["mean_rss_steady_bytes"],

@@ -108,16 +108,22 @@ def _duration() -> float:
     return float(yaml.safe_load(BASE.read_text())["run"]["duration_s"])
 
 
+def _objects_and_bytes(cell: Cell) -> tuple[int, float]:
+    """The objects a cell's LIST returns and their bytes (as stored, and as sent)."""
+    o = cell.overrides
+    n = int(o["resources.configmaps.count"])
+    return n, n * float(o["resources.configmaps.object_size.mean_bytes"])
+
+
 def _list_cost(cell: Cell, params: Any) -> Any:
     """The RequestCost of the cell's LISTs, as the model plans it."""
     from simapf.apf.types import ListOptions
     from simapf.server.paths import Encoding, ResponseShape, plan_request
 
     o = cell.overrides
-    n = int(o["resources.configmaps.count"])
-    size = float(o["resources.configmaps.object_size.mean_bytes"])
+    n, response = _objects_and_bytes(cell)
     encoding = Encoding.PROTOBUF if o["clients.lister.request.encoding"] == "protobuf" else Encoding.JSON
-    shape = ResponseShape(n * size, n, encoding, decoded_multiplier=1.0)  # ConfigMaps: their data, as stored
+    shape = ResponseShape(response, n, encoding, decoded_multiplier=1.0)  # ConfigMaps: their data, as stored
     opts = ListOptions(pretty=bool(o["clients.lister.request.options.pretty"]))
     cost = plan_request("list", opts, shape, watch_cache_enabled=bool(o["resources.configmaps.watch_cache"]),
                         gates=params.features)  # fmt: skip
@@ -163,11 +169,9 @@ def fit_etcd(rows: list[Measured]) -> dict[str, float] | None:
     LIST against 1, the range's bytes and its keys, relative, non-negative. None: no such cells."""
     a, b = [], []
     for m in rows:
-        o = m.cell.overrides
-        if o["resources.configmaps.watch_cache"] or not m.etcd_core_s:
+        if m.cell.overrides["resources.configmaps.watch_cache"] or not m.etcd_core_s:
             continue
-        n = float(o["resources.configmaps.count"])
-        stored = n * float(o["resources.configmaps.object_size.mean_bytes"])
+        n, stored = _objects_and_bytes(m.cell)
         y = m.etcd_core_s / m.lists
         a.append(np.array([1.0, stored, n]) / y)
         b.append(1.0)
@@ -186,16 +190,13 @@ def fit(rows: list[Measured], params: Any, with_gc: bool = True) -> Fit:
     a, b, ca, cb = [], [], [], []
     for m in rows:
         f = features(m.cell, params)
-        y = (m.cores - (m.gc_cores or 0.0)) * m.duration_s / m.lists - f[-1]
-        # Relative: each row divided by its measured CPU per LIST.
-        scale = (m.cores - (m.gc_cores or 0.0)) * m.duration_s / m.lists
-        a.append(np.append(f[:-1], m.duration_s / m.lists) / scale)
-        b.append(y / scale)
+        # Relative: each row divided by its measured CPU per LIST (outside the GC).
+        per_list = (m.cores - (m.gc_cores or 0.0)) * m.duration_s / m.lists
+        a.append(np.append(f[:-1], m.duration_s / m.lists) / per_list)
+        b.append((per_list - f[-1]) / per_list)
         if m.client_cores is not None:
             c_scale = m.client_cores * m.duration_s / m.lists
-            response = float(m.cell.overrides["resources.configmaps.count"]) * float(
-                m.cell.overrides["resources.configmaps.object_size.mean_bytes"])  # fmt: skip
-            ca.append(np.array([1.0, response]) / c_scale)
+            ca.append(np.array([1.0, _objects_and_bytes(m.cell)[1]]) / c_scale)
             cb.append(1.0)
     theta, _ = nnls(np.array(a), np.array(b))
     client: dict[str, float] = {}
@@ -279,9 +280,9 @@ def check(rows: list[Measured], against: list[Measured], params: Any,
     """Each cell group of `against` predicted on the machine fitted from `rows` without that
     group: (the cell as measured, the model's summary of it)."""
     out = []
+    heap = idle_heap()
     for group in dict.fromkeys(m.cell.group for m in against):
         machine = machine_params(fit([m for m in rows if m.cell.group != group], params), params)
-        heap = idle_heap()
         if heap is not None:
             machine["process"]["live_heap_bytes"] = heap
         for m in (m for m in against if m.cell.group == group):

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from simapf.calibrate.bench_cells import BASE, BENCH, cells
+from simapf.calibrate.bench_cells import BASE, BENCH, cells, list_figures
 from simapf.calibrate.bench_machine import MACHINE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +75,7 @@ def predicted(cell_names: list[str]) -> dict[str, dict[str, float]]:
         summary = simapf.run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).summary
         values = figure_values(summary)
         values["scraped_peak_heap_inuse_bytes"] = summary["memory"]["scraped_peak_heap_inuse_bytes"]
-        # the first client that LISTs, as bench_cells.figures reads a measurement
-        lists = next((c["by_verb"]["list"] for c in summary["clients"] if "list" in c.get("by_verb", {})), None)
+        lists = list_figures(summary)  # as bench_cells.figures reads a measurement
         if lists is not None:
             values["list_mean_s"] = lists["mean_s"]
         out[name] = values
@@ -181,7 +180,7 @@ def out_of_sample(first: dict[str, dict[str, list[float]]], repeat: Path = REPEA
     again = measured_cells(repeat)
     for m, summary in checked:
         cores = summary["cpu"]["mean_cores"]
-        lists = next((c["by_verb"]["list"] for c in summary["clients"] if "list" in c.get("by_verb", {})), None)
+        lists = list_figures(summary)
         latency = lists["mean_s"] if lists else None
         cpu_err = cores / m.cores - 1 if m.cores else None
         lat_err = latency / m.list_mean_s - 1 if latency is not None and m.list_mean_s else None

@@ -434,7 +434,8 @@ def compare_command(scenario_path: str | None, policies: tuple[str, ...], replic
         doc = {"policies": result.policies, "seeds": result.seeds, "confidence": confidence,
                "table": result.table.to_dict("records"), "differences": result.differences.to_dict("records")}  # fmt: skip
         if result.intervals is not None and result.wins is not None:
-            doc.update(draws=draws, intervals=result.intervals.to_dict("records"), wins=result.wins.to_dict("records"))
+            doc.update(draws=draws, intervals=result.intervals.to_dict("records"), wins=result.wins.to_dict("records"),
+                       contrasts=result.contrasts.to_dict("records") if result.contrasts is not None else [])
         click.echo(json_text(doc, indent=2, default=lambda x: None))
     else:
         click.echo(result.text(), nl=False)

@@ -51,6 +51,8 @@ class Comparison:
     # pair of policies how often one's figure is lower than the other's, draw by draw.
     intervals: pd.DataFrame | None = None
     wins: pd.DataFrame | None = None
+    # Each policy against the baseline: the difference and the ratio, with their intervals.
+    contrasts: pd.DataFrame | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -82,9 +84,9 @@ class Comparison:
             self.table.to_csv(tmp / "table.csv", index=False)
             self.differences.to_csv(tmp / "differences.csv", index=False)
             (tmp / "comparison.txt").write_text(self.text(), encoding="utf-8")
-            if self.intervals is not None and self.wins is not None:
-                self.intervals.to_csv(tmp / "intervals.csv", index=False)
-                self.wins.to_csv(tmp / "wins.csv", index=False)
+            for name in ("intervals", "wins", "contrasts"):
+                if getattr(self, name) is not None:
+                    getattr(self, name).to_csv(tmp / f"{name}.csv", index=False)
             if figure:
                 from simapf.outputs.figures import save_figure
 
@@ -208,9 +210,9 @@ def compare(
     same = identical_policies(runs, labels, metrics)
     if same:
         log.warning("%s", same)
-    intervals = wins = None
+    intervals = wins = contrasts = None
     if uncertainty:
-        intervals, wins = _across_draws(by_policy, runs, uncertainty, sc.run.seed, workers, backend, dask, progress,
+        intervals, wins, contrasts = _across_draws(by_policy, runs, uncertainty, sc.run.seed, workers, backend, dask, progress,
                                         sc.name)  # fmt: skip
     return Comparison(
         policies=labels, runs=runs, table=summarise(runs, labels, metrics),
@@ -219,7 +221,7 @@ def compare(
         memory_limit_bytes=sc.apiserver.memory_limit_bytes,
         info={"backend": chosen.describe(), "identical": same, "draws": uncertainty,
               "provenance": provenance(sc.model_dump(mode="json"), loaded.params, seeds, replications)},
-        intervals=intervals, wins=wins,
+        intervals=intervals, wins=wins, contrasts=contrasts,
     )  # fmt: skip
 
 
@@ -239,9 +241,11 @@ def _estimate_line(name: str, by_policy: dict[str, LoadedScenario], replications
 
 
 def _across_draws(by_policy: dict[str, LoadedScenario], runs: pd.DataFrame, n: int, seed: int, workers: int | None,
-                  backend: str | None, dask: str | None, progress: bool, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
-    """Every policy under the same `n` parameter draws, on the scenario's seed: intervals and wins."""
-    from simapf.comparison.uncertainty import intervals_table, wins_table
+                  backend: str | None, dask: str | None, progress: bool,
+                  name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """Every policy under the same `n` parameter draws, on the scenario's seed: intervals, wins
+    and contrasts (simapf.comparison.uncertainty)."""
+    from simapf.comparison.uncertainty import contrasts_table, intervals_table, wins_table
     from simapf.uncertainty.draws import draw_parameters
     from simapf.uncertainty.figures import kind_of
     from simapf.uncertainty.intervals import draw_tasks, run_draw_tasks
@@ -254,4 +258,5 @@ def _across_draws(by_policy: dict[str, LoadedScenario], runs: pd.DataFrame, n: i
     points = {label: runs[(runs["policy"] == label) & (runs["replication"] == 0)].iloc[0].to_dict() for label in labels}
     kinds = {c: k for c in runs.columns if (k := kind_of(c)) is not None}
     metrics = [c for c in runs.columns if c in kinds and not c.startswith("client_")]
-    return intervals_table(points, drawn, metrics, kinds), wins_table(drawn, labels, metrics)
+    return (intervals_table(points, drawn, metrics, kinds), wins_table(drawn, labels, metrics),
+            contrasts_table(points, drawn, metrics, kinds))

@@ -96,6 +96,36 @@ def format_comparison(c: "Comparison") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _contrasts(c: "Comparison", contrasts: "pd.DataFrame", add) -> None:
+    """Each policy against the baseline: the difference and the ratio with their 90 % intervals."""
+    base = c.policies[0]
+    add("")
+    add(f"  against {base}, draw by draw: difference [90 %] and ratio [90 %] (the model's error shared as its "
+        "validation's experiments share it; \u2020 = parameters only)")  # fmt: skip
+    by = {(r["metric"], r["policy"]): r for r in contrasts.to_dict("records")}
+    others = [p for p in c.policies[1:] if any(k[1] == p for k in by)]
+    cells = {}
+    metrics = list(dict.fromkeys(contrasts["metric"]))
+    for metric in metrics:
+        kind = unit(metric)
+        for p in others:
+            r = by.get((metric, p))
+            if r is None:
+                cells[metric, p] = "-"
+                continue
+            dagger = "\u2020" if str(r["model_error"]).startswith("none") else ""
+            diff = (f"{fmt(r['difference'], kind, signed=True)} [{fmt(r['difference_lo'], kind, signed=True)}, "
+                    f"{fmt(r['difference_hi'], kind, signed=True)}]")  # fmt: skip
+            ratio = (f"x{r['ratio']:.3g} [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}]"
+                     if math.isfinite(r["ratio"]) else "x-")  # fmt: skip
+            cells[metric, p] = f"{diff}, {ratio}{dagger}"
+    widths = [max([len(p)] + [len(cells[m, p]) for m in metrics]) for p in others]
+    add("  " + "metric".ljust(_METRIC_WIDTH) + "  ".join(p.rjust(w) for p, w in zip(others, widths)))
+    for metric in metrics:
+        add("  " + label(metric)[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH)
+            + "  ".join(cells[metric, p].rjust(w) for p, w in zip(others, widths)))  # fmt: skip
+
+
 def _across_draws(c: "Comparison", add) -> None:
     iv, wins = c.intervals, c.wins
     draws = c.info.get("draws")
@@ -119,6 +149,9 @@ def _across_draws(c: "Comparison", add) -> None:
     for metric in metrics:
         add("  " + label(metric)[: _METRIC_WIDTH - 1].ljust(_METRIC_WIDTH)
             + "  ".join(cells[metric, p].rjust(w) for p, w in zip(c.policies, widths)))  # fmt: skip
+    contrasts = getattr(c, "contrasts", None)
+    if contrasts is not None and len(contrasts):
+        _contrasts(c, contrasts, add)
     add("")
     add("  draw by draw (the same parameters for every policy): which is lower, in how many draws")
     for r in wins.to_dict("records"):

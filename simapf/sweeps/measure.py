@@ -13,9 +13,10 @@ The row flattens a run's summary into scalar columns a DataFrame can hold:
     requests/<level>, rejection_rate/<level>, rejection_rate/<level>/<reason>,
     served/<level>/<verb>, {mean_s,p50_s,p90_s,p99_s}/<level>/<verb>,
     client_error_rate/<client>/<verb>, client_{mean_s,p50_s,p90_s,p99_s}/<client>/<verb>,
-    client_p99_ok_s/<client>/<verb>, list_requests/<path>, list_bytes/<path>
+    client_p99_ok_s/<client>/<verb>, list_requests/<path>, list_bytes/<path>, cores, memory_limit_bytes
 
-(the headline figures among them are those of `simapf.uncertainty.figures`)
+(the headline figures among them are those of `simapf.uncertainty.figures`; `cores` and
+`memory_limit_bytes`, the apiserver's, bound their intervals)
 
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
@@ -48,6 +49,7 @@ SCALAR_METRICS = (
     "oom_kills", "kills", "down_s",
     "requests_total", *(f"requests_{o}" for o in OUTCOMES), "rejected_share", "throughput_ok_per_s",
     "apf_requests", "apf_rejected", "rejection_rate", "lists_dispatched", "seats_per_list_mean", "seats_per_list_max",
+    "cores", "memory_limit_bytes",
 )  # fmt: skip
 # Columns per priority level (and verb): metric/<level>[/<verb or reason>]; per client group and
 # verb as the client saw its requests: client_*/<client>/<verb> (client_p99_ok_s: the time within
@@ -221,6 +223,10 @@ def measure(loaded) -> dict[str, Any]:
     return flatten(result.summary, seats)
 
 
+def _float_or_none(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
 def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
     row: dict[str, Any] = {
         "peak_rss_bytes": float(s["memory"]["peak_rss_bytes"]),
@@ -233,6 +239,8 @@ def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
         "kills": int(s["process"]["kills"]),
         "down_s": float(s["process"]["down_s"]),
         "requests_total": int(s["requests"]["total"]),
+        "cores": float(s["cpu"]["cores"]),
+        "memory_limit_bytes": _float_or_none(s["memory"]["memory_limit_bytes"]),
     }
     by_outcome = s["requests"]["by_outcome"]
     for outcome in OUTCOMES:

@@ -54,7 +54,30 @@ def format_sweep(df: pd.DataFrame) -> str:
     lines += ["  " + line for line in shown.splitlines()]
     if len(table) > MAX_ROWS:
         lines.append(f"  ... {len(table) - MAX_ROWS} more; all runs: simapf.load_sweep(DIR) in Python")
+    lines += _contrast_lines(df.attrs.get("contrasts") or [], cols, factors)
     return "\n".join(lines) + "\n"
+
+
+def _contrast_lines(contrasts: list[dict], cols, factors: list[str]) -> list[str]:
+    """Each level against its factor's first, for the shown columns: difference and ratio, each
+    with its 90 % interval."""
+    shown = {c: (h, scale) for c, h, scale in cols}
+    rows = [r for r in contrasts if r["metric"] in shown]
+    if not rows:
+        return []
+    short = dict(zip(factors, short_names(factors))) if factors else {}
+    out = ["  against each factor's first level, the other factors equal: difference [90 %] and ratio [90 %]"
+           " (the model's error shared as its validation's experiments share it)"]  # fmt: skip
+    for r in rows[: MAX_ROWS]:
+        h, scale = shown[r["metric"]]
+        at = ", ".join(f"{short.get(g, g)}={r[f'at/{g}']}" for g in factors if g != r["factor"] and f"at/{g}" in r)
+        where = f"{short.get(r['factor'], r['factor'])}={r['level']} vs {r['baseline']}" + (f" ({at})" if at else "")
+        diff = "{:+,.2f} [{:+,.2f} to {:+,.2f}]".format(*(r[k] / scale for k in ("difference", "difference_lo", "difference_hi")))
+        ratio = "x{:.3g} [{:.3g} to {:.3g}]".format(r["ratio"], r["ratio_lo"], r["ratio_hi"])
+        out.append(f"    {h}, {where}: {diff}, {ratio}")
+    if len(rows) > MAX_ROWS:
+        out.append(f"    ... {len(rows) - MAX_ROWS} more: simapf.load_sweep(DIR, contrasts=True) in Python")
+    return out
 
 
 def _bounds(df: pd.DataFrame, cols) -> pd.DataFrame:

@@ -104,6 +104,8 @@ def sweep(
         release_workers()
     df = store.results({rid: tables[rid] for rid in order}, mine)
     df.attrs["sweep"] = mine
+    if loaded.spec.uncertainty:  # what the report prints of them (`load_sweep(out, contrasts=True)`: all)
+        df.attrs["contrasts"] = store.results({rid: tables[rid] for rid in order}, mine, contrasts=True).to_dict("records")
     df.attrs["status"] = {
         "runs": len(order), "draw_runs": len(order) - len(loaded.runs), "skipped": skipped, "ran": len(order) - skipped,
         "wall_s": time.perf_counter() - start, "backend": chosen.describe(),

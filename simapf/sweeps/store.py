@@ -240,9 +240,10 @@ def frame(tables: Iterable[Any], order: list[str] | None = None, factors: list[s
     return df[head + scalars + rest + tail]
 
 
-def results(tables: dict[str, Any], manifest: dict[str, Any] | None, draws: bool = False):
+def results(tables: dict[str, Any], manifest: dict[str, Any] | None, draws: bool = False, contrasts: bool = False):
     """A sweep's table from its runs' tables (id -> table): one row per point run, with the
-    intervals of its parameter draws when there are any; or (`draws`) the draw runs' rows.
+    intervals of its parameter draws when there are any; or (`draws`) the draw runs' rows; or
+    (`contrasts`) each factor level against the first, with intervals (empty without draws).
     What `sweep()` returns and `load_sweep` reads, so the two cannot differ."""
     from simapf.sweeps.plan import point_run_id
 
@@ -252,6 +253,13 @@ def results(tables: dict[str, Any], manifest: dict[str, Any] | None, draws: bool
     if draws:
         return frame(drawn, order, factors + ["draw"])
     df = frame((t for rid, t in tables.items() if point_run_id(rid) == rid), order, factors)
+    if contrasts:
+        from simapf.sweeps.uncertainty import CONTRAST_COLUMNS
+        from simapf.sweeps.uncertainty import contrasts as contrasts_of
+
+        if not drawn:
+            return pd.DataFrame(columns=CONTRAST_COLUMNS)
+        return contrasts_of(df, frame(drawn, order, factors + ["draw"]), manifest)
     if drawn:
         from simapf.sweeps.uncertainty import with_intervals
 
@@ -259,11 +267,13 @@ def results(tables: dict[str, Any], manifest: dict[str, Any] | None, draws: bool
     return df
 
 
-def load_sweep(out: str | Path, draws: bool = False):
+def load_sweep(out: str | Path, draws: bool = False, contrasts: bool = False):
     """The results of a sweep directory as a DataFrame: one row per finished run, its factor
     values and metrics, and with parameter draws (`uncertainty`) every headline figure's interval
     (see docs/compare-and-sweep.md). `df.attrs["sweep"]` is the manifest. `draws`: the rows of
-    the draw runs instead (a `draw` column beside the factors).
+    the draw runs instead (a `draw` column beside the factors). `contrasts`: each factor's
+    levels against its first, the difference and the ratio of every headline figure with their
+    intervals (simapf.sweeps.uncertainty.contrasts).
 
     Reads what is there, so it works on a sweep still running or stopped half-way."""
     out = Path(out)
@@ -282,7 +292,7 @@ def load_sweep(out: str | Path, draws: bool = False):
             log.warning("%s: unreadable, skipped", path)
             continue
         tables[run_id] = table
-    df = results(tables, manifest, draws)
+    df = results(tables, manifest, draws, contrasts)
     if manifest is not None:
         df.attrs["sweep"] = manifest
     return df

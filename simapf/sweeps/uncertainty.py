@@ -13,7 +13,13 @@ point runs' columns and `draw`. The sweep's table stays one row per point run; e
 figure column (`simapf.uncertainty.figures.kind_of`) gains `<column>_lo` and `<column>_hi`, the
 90 % interval of the combination's replication 0 (`simapf.uncertainty.intervals.interval`: its
 value, its draws' values, and the model's validated error for the figure's kind in the run's
-regime), on every row of the combination.
+regime), on every row of the combination, held to the run's physical range (its `cores` and
+`memory_limit_bytes` columns).
+
+`contrasts` sets each level of a factor against the factor's first level, the other factors
+equal: for every headline figure, the difference and the ratio between the two combinations'
+replication 0 runs, with their intervals from the draws both share
+(`simapf.uncertainty.contrast`). `simapf.load_sweep(out, contrasts=True)` returns them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import pandas as pd
 from simapf.sweeps.measure import RunTask
 from simapf.sweeps.plan import draw_run_id, point_run_id
 from simapf.uncertainty.figures import kind_of
-from simapf.uncertainty.intervals import drawn_scenario, interval
+from simapf.uncertainty.contrast import contrast
+from simapf.uncertainty.intervals import drawn_scenario, interval, limit_of
 from simapf.uncertainty.model_error import Band, NoBand, band, load_pool, regime_of_row
 
 if TYPE_CHECKING:
@@ -106,9 +113,73 @@ def _intervals(point: dict[str, Any], draws: pd.DataFrame, kinds: dict[str, str]
             bands[kind] = band(pool, kind, regime) if regime is not None else \
                 NoBand(kind, "the sweep's metrics leave out the columns that tell a run's regime")  # fmt: skip
         drawn = draws[c].astype(float).to_numpy() if c in draws.columns else np.array([])
-        iv = interval(float(value), drawn, bands[kind])
+        iv = interval(float(value), drawn, bands[kind], limit=_limit(kind, point))
         out[c] = (iv.lo, iv.hi)
     return out
+
+
+def _limit(kind: str, row: dict[str, Any]) -> float | None:
+    return limit_of(kind, row.get("cores"), row.get("memory_limit_bytes"))
+
+
+CONTRAST_COLUMNS = ["factor", "level", "baseline", "metric", "difference", "difference_lo", "difference_hi", "ratio",
+                    "ratio_lo", "ratio_hi", "runs", "model_error", "residual_pairs"]  # fmt: skip
+
+
+def contrasts(points: pd.DataFrame, draws: pd.DataFrame, manifest: dict[str, Any] | None,
+              pool: list | None = None) -> pd.DataFrame:  # fmt: skip
+    """Each level of each factor against the factor's first level, the other factors equal, for
+    every headline figure column (see the module): `CONTRAST_COLUMNS`, and `at/<factor>` the
+    other factors' levels (empty for the factor itself), one row per pair of combinations and figure."""
+    pool = load_pool() if pool is None else pool
+    factors = {f: levels for f, levels in ((manifest or {}).get("factors") or {}).items() if f in points.columns}
+    kinds = {c: k for c in points.columns if (k := kind_of(c)) is not None}
+    regime_known = _keeps_regime((manifest or {}).get("metrics"))
+    first = points[points["replication"] == 0] if "replication" in points.columns else points
+    by_point = {rid: rows.sort_values("draw") for rid, rows in draws.groupby(draws["run_id"].map(point_run_id), sort=False)}
+    key = {f: first[f].map(repr) for f in factors}
+    rows = []
+    for f, levels in factors.items():
+        if len(levels) < 2:
+            continue
+        others = [g for g in factors if g != f]
+        baseline = first[key[f] == repr(levels[0])]
+        for _, row in first[key[f] != repr(levels[0])].iterrows():
+            same = baseline[np.logical_and.reduce([key[g][baseline.index] == repr(row[g]) for g in others])] \
+                if others else baseline  # fmt: skip
+            if same.empty:
+                continue
+            base = same.iloc[0]
+            mine, theirs = by_point.get(row["run_id"]), by_point.get(base["run_id"])
+            if mine is None or theirs is None:
+                continue
+            for c, kind in kinds.items():
+                a, b = row.get(c), base.get(c)
+                if not (_finite(a) and _finite(b)):
+                    continue
+                errors = [band(pool, kind, regime_of_row(r.to_dict())) if regime_known else
+                          NoBand(kind, "the sweep's metrics leave out the columns that tell a run's regime")
+                          for r in (row, base)]  # fmt: skip
+                got = contrast(float(a), _column(mine, c), errors[0], float(b), _column(theirs, c), errors[1],
+                               limit=_limit(kind, base.to_dict()))  # fmt: skip
+                rows.append({"factor": f, "level": row[f], "baseline": levels[0], "metric": c,
+                             **{f"at/{g}": row[g] for g in others}, **got.as_dict()})  # fmt: skip
+    at = [f"at/{g}" for g in factors]  # the other factors' levels, where the pair stands
+    return pd.DataFrame(rows, columns=CONTRAST_COLUMNS[:3] + at + CONTRAST_COLUMNS[3:])
+
+
+def _column(rows: pd.DataFrame, c: str) -> list[float]:
+    """A combination's draws' values of column `c`, in draw order (NaN where a draw has none)."""
+    if c not in rows.columns:
+        return [math.nan] * len(rows)
+    return [float(v) if _finite(v) else math.nan for v in rows[c]]
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _keeps_regime(metrics: list[str] | None) -> bool:
@@ -126,4 +197,4 @@ def _replication_0(manifest: dict[str, Any] | None) -> dict[str, str]:
     return {rid: points[i - i % reps] for i, rid in enumerate(points)}
 
 
-__all__ = ["draw_ids", "draw_tasks", "with_intervals"]
+__all__ = ["contrasts", "draw_ids", "draw_tasks", "with_intervals"]

@@ -102,19 +102,47 @@ def _plain(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def interval(point: float, drawn: Iterable[float], error: Band | NoBand, level: float = LEVEL) -> Interval:
-    """A figure's interval from its draws' values and its kind's band (see the module)."""
+def interval(point: float, drawn: Iterable[float], error: Band | NoBand, level: float = LEVEL,
+             limit: float | None = None) -> Interval:  # fmt: skip
+    """A figure's interval from its draws' values and its kind's band (see the module), held
+    to the figure's physical range (0 to `limit`: the apiserver's cores, its memory limit) and
+    always holding the point."""
     # The fitted parameters are as likely as any draw (the posterior's mode): their run counts too.
     values = np.array([point] + [v for v in drawn if v is not None and math.isfinite(v)], dtype=float)
     alpha = round(1.0 - level, 12)
     params = (float(np.quantile(values, alpha / 2)), float(np.quantile(values, 1 - alpha / 2)))
     if isinstance(error, NoBand):
-        return Interval(params[0], params[1], params, len(values), error)
-    # The measurements every run implies under every residual: their conformal quantiles (a band
-    # has enough residuals for them, so their mixture has too).
-    moved = error.measured(values)
-    lo, hi = conformal(moved, level) or (float(moved.min()), float(moved.max()))
+        lo, hi = params
+    else:
+        # The measurements every run implies under every residual: their conformal quantiles (a
+        # band has enough residuals for them, so their mixture has too).
+        moved = error.measured(values)
+        lo, hi = conformal(moved, level) or (float(moved.min()), float(moved.max()))
+    lo, hi = within(lo, hi, point, limit)
     return Interval(lo, hi, params, len(values), error)
+
+
+def within(lo: float, hi: float, point: float, limit: float | None) -> tuple[float, float]:
+    """[lo, hi] widened to hold the point and held to [0, limit]. A band whose residuals all lie
+    on one side (a model biased there) would leave the model's own prediction outside: the
+    interval then reaches it, rather than print a point its interval denies. No measurement
+    passes the physical limit (a process has its cores; the kernel kills it at its limit), so
+    neither does a bound."""
+    lo, hi = min(lo, point), max(hi, point)
+    if limit is not None and math.isfinite(limit) and limit > 0:
+        hi = min(hi, max(limit, point))
+        lo = min(lo, hi)
+    return max(0.0, lo) if point >= 0 else lo, hi
+
+
+def limit_of(kind: str, cores: Any, memory_limit_bytes: Any) -> float | None:
+    """A figure's physical upper bound, by kind: the cores for CPU, the memory limit for memory
+    (None: no limit, or none known)."""
+    bound = {"cpu": cores, "memory": memory_limit_bytes}.get(kind)
+    try:
+        return float(bound) if bound is not None and math.isfinite(float(bound)) and float(bound) > 0 else None
+    except (TypeError, ValueError):
+        return None
 
 
 def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | None = None,
@@ -124,10 +152,12 @@ def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | Non
     pool = load_pool() if pool is None else pool
     regime = regime_of(summary)
     bands: dict[str, Band | NoBand] = {}
+    cores, memory = summary.get("cpu", {}).get("cores"), summary.get("memory", {}).get("memory_limit_bytes")
     for fig in list(headline_figures(summary)):
         if fig.kind not in bands:
             bands[fig.kind] = band(pool, fig.kind, regime, level)
-        got = interval(float(fig.holder[fig.field]), (r.get(fig.key) for r in rows), bands[fig.kind], level)
+        got = interval(float(fig.holder[fig.field]), (r.get(fig.key) for r in rows), bands[fig.kind], level,
+                       limit_of(fig.kind, cores, memory))  # fmt: skip
         fig.holder[f"{fig.field}_interval"] = got.as_dict()
     summary["uncertainty"] = {
         "draws": len(rows),
@@ -176,4 +206,4 @@ def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, di
             yield fig, got
 
 
-__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval", "run"]
+__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval", "limit_of", "run", "within"]

@@ -117,6 +117,9 @@ class Band:
     sources: int
     regime: str
     residuals: tuple[float, ...] = field(default=(), repr=False)
+    # Each residual's (source, row id), in the same order: which residuals share an experiment
+    # (`simapf.uncertainty.contrast`).
+    members: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def bounds(self, predicted: float) -> tuple[float, float]:
         """The interval for the measurement, given a prediction."""
@@ -133,7 +136,7 @@ class Band:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        del d["residuals"]
+        del d["residuals"], d["members"]
         d["residual"] = "ln(predicted/measured)" if KINDS[self.kind] == "log" else "predicted - measured"
         return d
 
@@ -190,7 +193,8 @@ def band(pool: list[Residual], kind: str, regime: Regime, level: float = LEVEL,
         residuals = tuple(r.residual for r in rows)
         q = conformal(residuals, level)
         if q is not None:
-            return Band(kind, q[0], q[1], level, len(rows), len({r.source for r in rows}), where, residuals)
+            return Band(kind, q[0], q[1], level, len(rows), len({r.source for r in rows}), where, residuals,
+                        tuple((r.source, r.id) for r in rows))
     return NoBand(kind, f"{len(on_path)} validation rows for {kind} on the {regime.path} path, fewer than the "
                         f"{fewest_rows(level)} a {level:.0%} band needs")  # fmt: skip
 

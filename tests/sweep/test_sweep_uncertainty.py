@@ -220,3 +220,39 @@ def test_a_sweep_without_factors_prints_its_intervals(tmp_path):
     text = format_sweep(df)
     assert "2 runs (1 of them parameter draws" in text and "from 1 parameter draws" in text
     assert text.count(" to ") >= 2  # peak RSS and the rest, each with its interval
+
+
+def test_each_level_gets_its_difference_and_ratio_against_the_first_from_the_shared_draws(with_draws):
+    from simapf.sweeps.report import format_sweep
+    from simapf.uncertainty.contrast import contrast
+
+    out, df = with_draws
+    got = simapf.load_sweep(out, contrasts=True)
+    draws = simapf.load_sweep(out, draws=True)
+    assert set(got["factor"]) == {"clients.listers.rate_per_s"}
+    assert set(got["level"]) == {8} and set(got["baseline"]) == {4}
+    assert {"peak_rss_bytes", "mean_cores", "rejected_share"} <= set(got["metric"])
+    pool = load_pool()
+    point = {rate: rows[rows["replication"] == 0].iloc[0] for rate, rows in df.groupby("clients.listers.rate_per_s")}
+    mine = {rate: draws[draws["run_id"].str.startswith(p["run_id"] + "~d")].sort_values("draw")
+            for rate, p in point.items()}  # fmt: skip
+    for r in got.to_dict("records"):
+        c = r["metric"]
+        kind = kind_of(c)
+        expected = contrast(float(point[8][c]), mine[8][c].astype(float), band(pool, kind, regime_of_row(point[8].to_dict())),
+                            float(point[4][c]), mine[4][c].astype(float), band(pool, kind, regime_of_row(point[4].to_dict())),
+                            limit=float(point[4]["cores"]) if kind == "cpu" else None)  # fmt: skip
+        assert (r["difference_lo"], r["difference_hi"]) == pytest.approx(expected.difference[1:], nan_ok=True)
+        assert r["difference_lo"] <= r["difference"] <= r["difference_hi"]
+        assert r["difference"] == pytest.approx(float(point[8][c]) - float(point[4][c]))
+        if kind == "cpu":
+            assert r["difference_hi"] <= point[4]["cores"]
+    # What `sweep()` hands the report is what `load_sweep` reads back.
+    pd.testing.assert_frame_equal(pd.DataFrame(df.attrs["contrasts"], columns=got.columns), got, check_dtype=False)
+    text = format_sweep(df)
+    assert "against each factor's first level, the other factors equal" in text
+    assert "peak RSS MB, rate_per_s=8 vs 4:" in text
+
+
+def test_a_sweep_without_draws_has_no_contrasts(without_draws, tmp_path):
+    assert "contrasts" not in without_draws.attrs

@@ -280,11 +280,8 @@ def check(rows: list[Measured], against: list[Measured], params: Any,
     """Each cell group of `against` predicted on the machine fitted from `rows` without that
     group: (the cell as measured, the model's summary of it)."""
     out = []
-    heap = idle_heap()
     for group in dict.fromkeys(m.cell.group for m in against):
-        machine = machine_params(fit([m for m in rows if m.cell.group != group], params), params)
-        if heap is not None:
-            machine["process"]["live_heap_bytes"] = heap
+        machine = machine_without(group, rows, params)
         for m in (m for m in against if m.cell.group == group):
             summary = predicted(m.cell, machine)
             out.append((m, summary))
@@ -293,6 +290,16 @@ def check(rows: list[Measured], against: list[Measured], params: Any,
     errors = [abs(s["cpu"]["mean_cores"] / m.cores - 1) for m, s in out if m.cores]
     say(f"median |error| {statistics.median(errors):.0%} over {len(errors)} cells")
     return out
+
+
+def machine_without(group: str, rows: list[Measured], params: Any) -> dict[str, Any]:
+    """The machine's parameters fitted on `rows` but those of cell group `group`, with the idle
+    heap measured."""
+    machine = machine_params(fit([m for m in rows if m.cell.group != group], params), params)
+    heap = idle_heap()
+    if heap is not None:
+        machine["process"]["live_heap_bytes"] = heap
+    return machine
 
 
 def idle_heap() -> float | None:

@@ -2,11 +2,12 @@
 
 The calibration report (`simapf calibrate --report`) builds the residual pool that
 `simapf.uncertainty.model_error` draws bands from: every row of the validation table and every
-calibration cell predicted with its own group of rows left out of the fit. It checks the
-intervals the same way a user's run gets them, leaving one source out at a time: each row's
-interval is built from the other sources' residuals (and, when parameter draws are given, its
-own draws), and the report counts how many rows' measurements fall within (the coverage) and
-how wide the intervals are.
+calibration cell predicted with its own group of rows left out of the fit, and the bench's
+cells (`simapf.calibrate.bench_residuals`). It checks the intervals the same way a user's run
+gets them, leaving one experiment out at a time (`experiment_of`: one harness, one set-up):
+each row's interval is built from the other experiments' residuals (and, when parameter draws
+are given, its own draws), and the report counts how many rows' measurements fall within (the
+coverage) and how wide the intervals are.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import pandas as pd
 from simapf.calibrate.metrics import CPU_SEATS
 from simapf.uncertainty.intervals import interval
 from simapf.uncertainty.model_error import (
+    BENCH_SOURCE,
     LEVEL,
     OVERLOADED,
     Band,
     Regime,
     Residual,
     band,
+    experiment_of,
     residual_ok,
     size_class,
 )
@@ -112,13 +115,13 @@ class Checked:
         return self.lo <= self.residual.measured <= self.hi
 
 
-def leave_one_source_out(pool: list[Residual], drawn: dict[str, list[float]] | None = None,
-                         level: float = LEVEL) -> list[Checked]:  # fmt: skip
-    """Every residual's interval from the pool without its source, around its prediction and
-    (if `drawn` has them, by id) its parameter draws' predictions."""
+def leave_one_experiment_out(pool: list[Residual], drawn: dict[str, list[float]] | None = None,
+                             level: float = LEVEL) -> list[Checked]:  # fmt: skip
+    """Every residual's interval from the pool without its experiment (`experiment_of`), around
+    its prediction and (if `drawn` has them, by id) its parameter draws' predictions."""
     out = []
     for r in pool:
-        b = band(pool, r.kind, Regime(r.path, r.size, r.overloaded), level, leave_out=r.source)
+        b = band(pool, r.kind, Regime(r.path, r.size, r.overloaded), level, leave_out=experiment_of(r.source))
         draws = (drawn or {}).get(r.id) or [r.predicted]
         iv = interval(r.predicted, draws, b, level)
         if isinstance(b, Band):
@@ -128,24 +131,36 @@ def leave_one_source_out(pool: list[Residual], drawn: dict[str, list[float]] | N
     return out
 
 
-def coverage_table(checked: list[Checked]) -> pd.DataFrame:
-    """Per kind: rows, rows with a band, rows covered, coverage, median upper/lower bound."""
-    rows = []
-    for kind in sorted({c.residual.kind for c in checked}):
-        mine = [c for c in checked if c.residual.kind == kind]
-        banded = [c for c in mine if c.covered is not None]
-        covered = sum(1 for c in banded if c.covered)
-        ratios = [c.hi / c.lo for c in banded if c.lo > 0]
-        widths = [c.hi - c.lo for c in banded]
-        rows.append({
-            "kind": kind, "rows": len(mine), "with_band": len(banded), "covered": covered,
-            "coverage": covered / len(banded) if banded else math.nan,
-            "median_upper_over_lower": float(np.median(ratios)) if ratios else math.nan,
-            "median_width": float(np.median(widths)) if widths else math.nan,
-        })  # fmt: skip
+def where(r: Residual) -> str:
+    """Whether a residual is the bench's or a published measurement's."""
+    return "bench" if r.source.startswith(BENCH_SOURCE) else "published"
+
+
+def _coverage_row(checked: list[Checked], **labels: Any) -> dict[str, Any]:
     banded = [c for c in checked if c.covered is not None]
     covered = sum(1 for c in banded if c.covered)
-    rows.append({"kind": "all", "rows": len(checked), "with_band": len(banded), "covered": covered,
-                 "coverage": covered / len(banded) if banded else math.nan,
-                 "median_upper_over_lower": math.nan, "median_width": math.nan})  # fmt: skip
+    ratios = [c.hi / c.lo for c in banded if c.lo > 0]
+    widths = [c.hi - c.lo for c in banded]
+    return {
+        **labels, "rows": len(checked), "with_band": len(banded), "covered": covered,
+        "coverage": covered / len(banded) if banded else math.nan,
+        "median_upper_over_lower": float(np.median(ratios)) if ratios else math.nan,
+        "median_width": float(np.median(widths)) if widths else math.nan,
+    }  # fmt: skip
+
+
+def coverage_table(checked: list[Checked], by: Any = None) -> pd.DataFrame:
+    """Per kind (and per `by(residual)`, when given): rows, rows with a band, rows covered,
+    coverage, median upper/lower bound; then all rows together."""
+    groups: dict[tuple[str, ...], list[Checked]] = {}
+    for c in checked:
+        key = (c.residual.kind,) if by is None else (c.residual.kind, by(c.residual))
+        groups.setdefault(key, []).append(c)
+    rows = []
+    for key in sorted(groups):
+        labels = {"kind": key[0]} if by is None else {"kind": key[0], "group": key[1]}
+        rows.append(_coverage_row(groups[key], **labels))
+    everything = _coverage_row(checked, kind="all", **({} if by is None else {"group": "all"}))
+    everything.update(median_upper_over_lower=math.nan, median_width=math.nan)
+    rows.append(everything)
     return pd.DataFrame(rows)

@@ -170,12 +170,24 @@ def fewest_rows(level: float = LEVEL) -> int:
     return next(n for n in range(1, 10_000) if conformal(range(n), level) is not None)
 
 
+BENCH_SOURCE = "bench/"  # a bench cell group's residuals: source "bench/<group>", one experiment each
+
+
+def experiment_of(source: str) -> str:
+    """The experiment a source's rows come from: one harness, one set-up, one bias. A published
+    source is named `<publication>-<what it measured>`, and the rows of one publication (an
+    issue, a PR, a KEP, a post) share its harness, however many tables they came in; each of the
+    bench's cell groups is an experiment of its own."""
+    return source if source.startswith(BENCH_SOURCE) else source.split("-", 1)[0]
+
+
 def band(pool: list[Residual], kind: str, regime: Regime, level: float = LEVEL,
          leave_out: str | None = None) -> Band | NoBand:  # fmt: skip
-    """The band for a prediction of `kind` in `regime`, from `pool` (without source `leave_out`)."""
+    """The band for a prediction of `kind` in `regime`, from `pool` without the rows of
+    experiment `leave_out` (`experiment_of`)."""
     if kind not in KINDS:
         return NoBand(kind, f"no validation rows measure a {kind} figure")
-    same = [r for r in pool if r.kind == kind and r.source != leave_out]
+    same = [r for r in pool if r.kind == kind and (leave_out is None or experiment_of(r.source) != leave_out)]
     if not same:
         return NoBand(kind, f"no validation rows for {kind}")
     on_path = [r for r in same if r.path == regime.path]

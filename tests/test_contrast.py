@@ -54,6 +54,10 @@ def test_an_error_shared_within_an_experiment_cancels_from_the_ratio_one_across_
     i, j, same = residual_pairs(shared, shared)
     assert same and len(i) == 2 * 15 * 14 and not np.any(i == j)
     assert not residual_pairs(apart, apart)[2]
+    # Two tables of one publication are one experiment: their rows pair with each other.
+    tables = _band(residuals[:4], ["issue9-table-a", "issue9-table-a", "issue9-table-b", "bench/g1"])
+    ti, tj, paired = residual_pairs(tables, tables)
+    assert paired and sorted(zip(ti.tolist(), tj.tolist())) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
     a, b = [120.0, 118.0, 125.0, 121.0], [100.0, 99.0, 104.0, 100.5]  # draw d of a beside draw d of b
     within_exp = contrast(a[0], a[1:], shared, b[0], b[1:], shared)
     across = contrast(a[0], a[1:], apart, b[0], b[1:], apart)

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from simapf.uncertainty.contrast import contrast
-from simapf.uncertainty.intervals import interval, limit_of
+from simapf.uncertainty.intervals import finite, interval, limit_of_row
 from simapf.uncertainty.model_error import Band, NoBand, band, load_pool, regime_of_row
 
 CONTRAST_COLUMNS = ["metric", "policy", "baseline", "difference", "difference_lo", "difference_hi", "ratio", "ratio_lo",
@@ -38,11 +38,11 @@ def intervals_table(points: dict[str, dict[str, Any]], drawn: dict[str, list[dic
     for policy, point in points.items():
         regime = regime_of_row(point)
         for metric in metrics:
-            if metric not in kinds or not _finite(point.get(metric)):
+            if metric not in kinds or not finite(point.get(metric)):
                 continue
             error = band(pool, kinds[metric], regime)
             iv = interval(float(point[metric]), (r.get(metric) for r in drawn[policy]), error,
-                          limit=_limit(kinds[metric], point))  # fmt: skip
+                          limit=limit_of_row(kinds[metric], point))  # fmt: skip
             rows.append({
                 "metric": metric, "policy": policy, "value": float(point[metric]), "lo": iv.lo, "hi": iv.hi,
                 "parameters_lo": iv.parameters[0], "parameters_hi": iv.parameters[1], "runs": iv.runs,
@@ -63,23 +63,20 @@ def contrasts_table(points: dict[str, dict[str, Any]], drawn: dict[str, list[dic
     for policy in policies[1:]:
         for metric in metrics:
             a, b = points[policy].get(metric), points[base].get(metric)
-            if metric not in kinds or not _finite(a) or not _finite(b):
+            if metric not in kinds or not finite(a) or not finite(b):
                 continue
             kind = kinds[metric]
             errors: list[Band | NoBand] = [band(pool, kind, regimes[p]) for p in (policy, base)]
             got = contrast(float(a), _values(drawn[policy], metric), errors[0], float(b), _values(drawn[base], metric),
-                           errors[1], limit=_limit(kind, points[base]))  # fmt: skip
+                           errors[1], limit=limit_of_row(kind, points[base]))  # fmt: skip
             rows.append({"metric": metric, "policy": policy, "baseline": base, **got.as_dict()})
     return pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
 
 
 def _values(rows: list[dict[str, Any]], metric: str) -> list[float]:
     """A policy's draws' values of `metric`, in draw order (NaN where a draw has none)."""
-    return [float(r[metric]) if _finite(r.get(metric)) else math.nan for r in rows]
+    return [float(r[metric]) if finite(r.get(metric)) else math.nan for r in rows]
 
-
-def _limit(kind: str, row: dict[str, Any]) -> float | None:
-    return limit_of(kind, row.get("cores"), row.get("memory_limit_bytes"))
 
 
 def wins_table(drawn: dict[str, list[dict[str, Any]]], policies: list[str], metrics: list[str]) -> pd.DataFrame:
@@ -89,7 +86,7 @@ def wins_table(drawn: dict[str, list[dict[str, Any]]], policies: list[str], metr
         for b in policies[i + 1 :]:
             for metric in metrics:
                 pairs = [(x.get(metric), y.get(metric)) for x, y in zip(drawn[a], drawn[b])]
-                pairs = [(float(x), float(y)) for x, y in pairs if _finite(x) and _finite(y)]
+                pairs = [(float(x), float(y)) for x, y in pairs if finite(x) and finite(y)]
                 rows.append({
                     "metric": metric, "policy": a, "other": b, "draws": len(pairs),
                     "lower": sum(1 for x, y in pairs if x < y), "equal": sum(1 for x, y in pairs if x == y),
@@ -98,5 +95,3 @@ def wins_table(drawn: dict[str, list[dict[str, Any]]], policies: list[str], metr
     return pd.DataFrame(rows, columns=["metric", "policy", "other", "draws", "lower", "equal", "higher"])
 
 
-def _finite(x: Any) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(float(x))

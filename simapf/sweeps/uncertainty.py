@@ -35,7 +35,7 @@ from simapf.sweeps.measure import RunTask
 from simapf.sweeps.plan import draw_run_id, point_run_id
 from simapf.uncertainty.figures import kind_of
 from simapf.uncertainty.contrast import contrast
-from simapf.uncertainty.intervals import drawn_scenario, interval, limit_of
+from simapf.uncertainty.intervals import drawn_scenario, finite, interval, limit_of_row
 from simapf.uncertainty.model_error import Band, NoBand, band, load_pool, regime_of_row
 
 if TYPE_CHECKING:
@@ -107,19 +107,16 @@ def _intervals(point: dict[str, Any], draws: pd.DataFrame, kinds: dict[str, str]
     out = {}
     for c, kind in kinds.items():
         value = point.get(c)
-        if value is None or not math.isfinite(float(value)):
+        if not finite(value):
             continue
         if kind not in bands:
             bands[kind] = band(pool, kind, regime) if regime is not None else \
                 NoBand(kind, "the sweep's metrics leave out the columns that tell a run's regime")  # fmt: skip
         drawn = draws[c].astype(float).to_numpy() if c in draws.columns else np.array([])
-        iv = interval(float(value), drawn, bands[kind], limit=_limit(kind, point))
+        iv = interval(float(value), drawn, bands[kind], limit=limit_of_row(kind, point))
         out[c] = (iv.lo, iv.hi)
     return out
 
-
-def _limit(kind: str, row: dict[str, Any]) -> float | None:
-    return limit_of(kind, row.get("cores"), row.get("memory_limit_bytes"))
 
 
 CONTRAST_COLUMNS = ["factor", "level", "baseline", "metric", "difference", "difference_lo", "difference_hi", "ratio",
@@ -155,13 +152,13 @@ def contrasts(points: pd.DataFrame, draws: pd.DataFrame, manifest: dict[str, Any
                 continue
             for c, kind in kinds.items():
                 a, b = row.get(c), base.get(c)
-                if not (_finite(a) and _finite(b)):
+                if not (finite(a) and finite(b)):
                     continue
                 errors = [band(pool, kind, regime_of_row(r.to_dict())) if regime_known else
                           NoBand(kind, "the sweep's metrics leave out the columns that tell a run's regime")
                           for r in (row, base)]  # fmt: skip
                 got = contrast(float(a), _column(mine, c), errors[0], float(b), _column(theirs, c), errors[1],
-                               limit=_limit(kind, base.to_dict()))  # fmt: skip
+                               limit=limit_of_row(kind, base.to_dict()))  # fmt: skip
                 rows.append({"factor": f, "level": row[f], "baseline": levels[0], "metric": c,
                              **{f"at/{g}": row[g] for g in others}, **got.as_dict()})  # fmt: skip
     at = [f"at/{g}" for g in factors]  # the other factors' levels, where the pair stands
@@ -172,14 +169,9 @@ def _column(rows: pd.DataFrame, c: str) -> list[float]:
     """A combination's draws' values of column `c`, in draw order (NaN where a draw has none)."""
     if c not in rows.columns:
         return [math.nan] * len(rows)
-    return [float(v) if _finite(v) else math.nan for v in rows[c]]
+    return [float(v) if finite(v) else math.nan for v in rows[c]]
 
 
-def _finite(x: Any) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
 
 
 def _keeps_regime(metrics: list[str] | None) -> bool:

@@ -7,9 +7,9 @@ setting: the parameters' share of the uncertainty is taken draw by draw, and wha
 alike cancels.
 
 The model's error is shared as far as the validation shows it is. Each residual comes from one
-experiment (its `source`: one harness, one set-up), and two cells of one experiment that differ
-in a setting are what a comparison is: the pairs of residuals from the same experiment (two
-different rows) say how the model's error moves between two such cells. So a measurement pair
+experiment (one harness, one set-up: `experiment_of`), and two cells of one experiment that
+differ in a setting are what a comparison is: the pairs of residuals from the same experiment
+(two different rows) say how the model's error moves between two such cells. So a measurement pair
 is the two runs moved by such a pair of residuals: a model biased alike in both cancels from
 the ratio, and a model whose error changes with the setting does not. Where the two figures'
 bands share no experiment, their residuals pair every way (independent errors); where either
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from simapf.uncertainty.intervals import within
-from simapf.uncertainty.model_error import KINDS, LEVEL, Band, NoBand, conformal
+from simapf.uncertainty.model_error import KINDS, LEVEL, Band, NoBand, conformal, experiment_of
 
 # Residual pairs kept (evenly spaced, in a fixed order) when a band pair has more: enough for the
 # order statistics of a 90 % interval many times over, few enough to stay quick.
@@ -55,15 +55,16 @@ class Contrast:
 
 def residual_pairs(a: Band, b: Band) -> tuple[np.ndarray, np.ndarray, bool]:
     """Indices (i into a's residuals, j into b's) of the residual pairs, and whether they are
-    pairs from one experiment (True) or every pair (False, when the bands share none)."""
-    source_a = np.array([m[0] for m in a.members] or [""] * len(a.residuals))
-    source_b = np.array([m[0] for m in b.members] or [""] * len(b.residuals))
-    row_a = [m[1] for m in a.members] or [str(i) for i in range(len(a.residuals))]
-    row_b = [m[1] for m in b.members] or [str(j) for j in range(len(b.residuals))]
-    same = source_a[:, None] == source_b[None, :]
-    same &= np.array(row_a)[:, None] != np.array(row_b)[None, :]  # two cells, not one row twice
-    shared = bool(same.any()) and bool(a.members) and bool(b.members)
-    i, j = np.nonzero(same) if shared else np.nonzero(np.ones((len(a.residuals), len(b.residuals)), dtype=bool))
+    pairs from one experiment (True; `experiment_of`, two different rows) or every pair (False,
+    when the bands share no experiment or do not say where their residuals come from)."""
+    same = np.zeros((len(a.residuals), len(b.residuals)), dtype=bool)
+    if a.members and b.members:
+        exp_a = np.array([experiment_of(source) for source, _row in a.members])
+        exp_b = np.array([experiment_of(source) for source, _row in b.members])
+        row_a, row_b = np.array([row for _s, row in a.members]), np.array([row for _s, row in b.members])
+        same = (exp_a[:, None] == exp_b[None, :]) & (row_a[:, None] != row_b[None, :])  # two cells, not one row twice
+    shared = bool(same.any())
+    i, j = np.nonzero(same) if shared else np.nonzero(np.ones_like(same))
     if len(i) > MAX_PAIRS:
         keep = np.linspace(0, len(i) - 1, MAX_PAIRS).round().astype(int)
         i, j = i[keep], j[keep]

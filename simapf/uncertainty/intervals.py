@@ -145,6 +145,19 @@ def limit_of(kind: str, cores: Any, memory_limit_bytes: Any) -> float | None:
         return None
 
 
+def limit_of_row(kind: str, row: dict[str, Any]) -> float | None:
+    """`limit_of` for a sweep or comparison row (its `cores` and `memory_limit_bytes` columns)."""
+    return limit_of(kind, row.get("cores"), row.get("memory_limit_bytes"))
+
+
+def finite(x: Any) -> bool:
+    """Whether a row's value is a finite number (a missing figure is None or NaN)."""
+    try:
+        return x is not None and not isinstance(x, (str, bool)) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
 def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | None = None,
            draws: ParameterDraws | None = None, level: float = LEVEL) -> dict[str, Any]:  # fmt: skip
     """Put every headline figure's interval beside it in `summary` (from the draws' `rows`), and
@@ -206,4 +219,5 @@ def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, di
             yield fig, got
 
 
-__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "interval", "limit_of", "run", "within"]
+__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "finite", "interval", "limit_of", "limit_of_row",
+           "run", "within"]

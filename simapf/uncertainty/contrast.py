@@ -3,8 +3,8 @@
 `compare --uncertainty N` (one policy against another) and `sweep --uncertainty N` (each level
 of a factor against its first, the other factors equal) run both settings under the same N
 parameter draws on the same seed, so draw d of one and draw d of the other differ only in the
-setting: the parameters' share of the uncertainty is taken draw by draw, and what they move
-alike cancels.
+setting: where the figure has no band, its interval is the parameters' alone, taken draw by
+draw, and what they move alike cancels.
 
 The model's error is shared as far as the validation shows it is. Each residual comes from one
 experiment (one harness, one set-up: `experiment_of`), and two cells of one experiment that
@@ -13,10 +13,12 @@ differ in a setting are what a comparison is: the pairs of residuals from the sa
 is the two runs moved by such a pair of residuals: a model biased alike in both cancels from
 the ratio, and a model whose error changes with the setting does not. Where the two figures'
 bands share no experiment, their residuals pair every way (independent errors); where either
-has no band, the contrast is the parameters' alone, as a figure's own interval is.
+has no band, the contrast is the parameters' alone, as a figure's own interval is. With bands,
+the two points alone are moved: each residual was taken out of sample and already holds the
+parameters' error (`simapf.uncertainty.intervals.interval`).
 
-The bounds are the conformal order statistics of every draw under every residual pair, each
-measurement first held to its physical range (0 to the cores, 0 to the memory limit); the
+The bounds are the conformal order statistics of the moved measurement pairs (or of the draws),
+each measurement first held to its physical range (0 to the cores, 0 to the memory limit); the
 point (the fitted parameters' difference and ratio) is always inside.
 """
 
@@ -82,10 +84,13 @@ def contrast(a_point: float, a_drawn: Iterable[float], a_error: Band | NoBand,
     a, b = a[:n], b[:n]
     both = np.isfinite(a) & np.isfinite(b)
     a, b = a[both], b[both]
+    runs = len(a)
     if isinstance(a_error, Band) and isinstance(b_error, Band) and a_error.kind == b_error.kind:
+        # The points alone, moved by the residual pairs: each residual, taken out of sample,
+        # already holds the parameters' error (as a figure's own interval, intervals.interval).
         i, j, shared = residual_pairs(a_error, b_error)
         ra, rb = np.asarray(a_error.residuals)[i], np.asarray(b_error.residuals)[j]
-        ma, mb = _measured(a_error.kind, a, ra), _measured(b_error.kind, b, rb)
+        ma, mb = _measured(a_error.kind, a[:1], ra), _measured(b_error.kind, b[:1], rb)
         how, pairs = ("shared within experiments" if shared else "independent"), len(i)
     else:
         ma, mb = a[:, None], b[:, None]
@@ -98,7 +103,7 @@ def contrast(a_point: float, a_drawn: Iterable[float], a_error: Band | NoBand,
     ratio = ratio[np.isfinite(ratio)]
     d_point = float(a_point - b_point)
     r_point = float(a_point / b_point) if b_point > 0 else math.nan
-    return Contrast(_bounds(d_point, diff, level, signed=True), _bounds(r_point, ratio, level), int(len(a)), how,
+    return Contrast(_bounds(d_point, diff, level, signed=True), _bounds(r_point, ratio, level), int(runs), how,
                     pairs)  # fmt: skip
 
 

@@ -17,10 +17,12 @@ then gets, beside it in the summary, `<field>_interval`:
   run's regime (`simapf.uncertainty.model_error`): how far measurements fell from the model's
   predictions where it was checked, with parameters fitted elsewhere.
 
-`lo`/`hi` combine them: the quantiles of every draw's value moved by every residual of the
-band (the measurement the model predicts, its parameters and its own error both uncertain).
-Where no validation rows speak for a figure, the interval is the parameters' alone, and
-`model_error` says why; the text output marks such an interval.
+`lo`/`hi`: where a band speaks for the figure, the point moved by the band. Each of its
+residuals was taken out of sample, with parameters fitted without its row, so it already holds
+the parameters' error as that row felt it; moving the draws by it too would count that error
+twice. Where no validation rows speak for a figure, the interval is the parameters' alone, and
+`model_error` says why; the text output marks such an interval. Either way the interval holds
+its point and stays within the figure's physical range (`within`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 
 from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws, draw_parameters
 from simapf.uncertainty.figures import Figure, headline_figures
-from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, conformal, load_pool, regime_of
+from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, load_pool, regime_of
 
 
 def drawn_scenario(data: dict[str, Any], params: Any, draws: ParameterDraws, d: int) -> dict[str, Any]:
@@ -114,10 +116,11 @@ def interval(point: float, drawn: Iterable[float], error: Band | NoBand, level: 
     if isinstance(error, NoBand):
         lo, hi = params
     else:
-        # The measurements every run implies under every residual: their conformal quantiles (a
-        # band has enough residuals for them, so their mixture has too).
-        moved = error.measured(values)
-        lo, hi = conformal(moved, level) or (float(moved.min()), float(moved.max()))
+        # Every residual of a band was taken out of sample (a published row the fit never saw, a
+        # calibration cell predicted without its group, a bench cell on a machine fitted without
+        # it), so each already holds the fitted parameters' error as its row felt it: the band
+        # moves the point alone, and the parameters' error is counted once.
+        lo, hi = error.bounds(point)
     lo, hi = within(lo, hi, point, limit)
     return Interval(lo, hi, params, len(values), error)
 

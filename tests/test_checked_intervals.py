@@ -33,7 +33,7 @@ def test_leaving_an_experiment_out_takes_all_of_its_tables_out():
     assert isinstance(kept, Band) and kept.rows == 20 and kept.sources == 1
     checked = leave_one_experiment_out(pool)
     first = [c for c in checked if c.residual.source.startswith("issue1")]
-    assert first and all(c.covered is False for c in first)
+    assert first and all(c.banded and not c.covered for c in first)
     # Left out one table at a time, the publication's other table would have covered them.
     table_out = band([r for r in pool if r.source != "issue1-a"], "memory", here)
     assert isinstance(table_out, Band)
@@ -69,3 +69,14 @@ def test_a_bench_cell_becomes_residuals_of_its_measured_figures():
         assert p.residual.source == "bench/etcd-1MB-10obj-json" and p.residual.path == "etcd"
         assert len(p.drawn) == 2 and all(v > 0 for v in p.drawn)
         assert p.residual.predicted > 0
+
+
+def test_a_row_with_no_band_left_is_checked_on_its_parameters_interval_as_a_run_gets_it():
+    pool = residuals("alone-x", 20, 0.2)  # one experiment: left out, nothing speaks for its rows
+    wide = {r.id: [r.predicted * f for f in (0.6, 0.8, 1.2)] for r in pool}  # draws that reach the measurement
+    narrow = {r.id: [r.predicted * f for f in (0.99, 1.01)] for r in pool}
+    held, missed = leave_one_experiment_out(pool, wide), leave_one_experiment_out(pool, narrow)
+    assert all(not c.banded for c in held + missed)
+    assert all(c.covered for c in held) and not any(c.covered for c in missed)
+    table = coverage_table(missed)
+    assert table.iloc[0]["rows"] == 20 and table.iloc[0]["with_band"] == 0 and table.iloc[0]["coverage"] == 0.0

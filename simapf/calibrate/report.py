@@ -736,11 +736,12 @@ def check_intervals(table: Any, drawn_table: Any, rows: list[Row], results: dict
             lines.append(_coverage_line(line, line["group"]))
     lines += [
         "",
-        f"Of the {everything['with_band']} rows with a band, {everything['covered']} "
-        f"({everything['coverage']:.0%}) fall within their {LEVEL:.0%} interval (target: at least 80 % for "
+        f"Of the {everything['rows']} rows, {everything['covered']} ({everything['coverage']:.0%}) fall within "
+        f"their {LEVEL:.0%} interval, {everything['with_band']} of them with a band (target: at least 80 % for "
         "memory, CPU and latency each, with a median upper / lower bound of at most 2.0 on the bench and 3.0 on "
         "the published rows). A row without a band has too few rows of its kind on its serving path once its "
-        "own experiment is left out; a run in such a regime gets the parameters' interval only, and says so.",
+        "own experiment is left out; it is checked, as a run in such a regime gets it, on the parameters' "
+        "interval alone.",
         "",
         "By experiment left out:",
         "",
@@ -751,16 +752,16 @@ def check_intervals(table: Any, drawn_table: Any, rows: list[Row], results: dict
         if line["kind"] != "all":
             lines.append(_coverage_line(line, line["group"]))
     lines.append("")
-    outside = [c for c in checked if c.covered is False]
+    outside = [c for c in checked if not c.covered]
     if outside:
         lines += ["Rows outside their interval:", ""]
         for c in sorted(outside, key=lambda c: (c.residual.kind, c.residual.id)):
             r = c.residual
             lines.append(f"- {r.kind}, {r.id}: measured {_num(r.measured)}, interval {_num(c.lo)} to {_num(c.hi)} "
-                         f"({c.band})")
+                         f"({c.band if c.banded else 'no band: ' + c.band})")
         lines.append("")
     figures: dict[str, Any] = {"interval_coverage": float(everything["coverage"]),
-                               "interval_rows": int(everything["with_band"])}  # fmt: skip
+                               "interval_rows": int(everything["rows"])}  # fmt: skip
     for line in by_where.to_dict("records"):
         if line["kind"] != "all":
             figures[f"interval_coverage/{line['kind']}/{line['group']}"] = float(line["coverage"])

@@ -101,33 +101,30 @@ def _default_version() -> str:
 
 @dataclass(frozen=True)
 class Checked:
-    """One row's interval, built without its own source."""
+    """One row's interval as a user's run would give it, built without the row's experiment."""
 
     residual: Residual
     lo: float
     hi: float
     band: str  # the band's regime, or why there was none
+    banded: bool  # False: no band spoke for it, and the interval is the parameters' alone
 
     @property
-    def covered(self) -> bool | None:
-        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
-            return None
+    def covered(self) -> bool:
         return self.lo <= self.residual.measured <= self.hi
 
 
 def leave_one_experiment_out(pool: list[Residual], drawn: dict[str, list[float]] | None = None,
                              level: float = LEVEL) -> list[Checked]:  # fmt: skip
     """Every residual's interval from the pool without its experiment (`experiment_of`), around
-    its prediction and (if `drawn` has them, by id) its parameter draws' predictions."""
+    its prediction, and (if `drawn` has them, by id) its parameter draws' predictions, which
+    are the whole interval where no band is left."""
     out = []
     for r in pool:
         b = band(pool, r.kind, Regime(r.path, r.size, r.overloaded), level, leave_out=experiment_of(r.source))
-        draws = (drawn or {}).get(r.id) or [r.predicted]
-        iv = interval(r.predicted, draws, b, level)
-        if isinstance(b, Band):
-            out.append(Checked(r, iv.lo, iv.hi, b.regime))
-        else:
-            out.append(Checked(r, math.nan, math.nan, b.reason))
+        iv = interval(r.predicted, (drawn or {}).get(r.id) or [], b, level)
+        banded = isinstance(b, Band)
+        out.append(Checked(r, iv.lo, iv.hi, b.regime if banded else b.reason, banded))
     return out
 
 
@@ -137,21 +134,20 @@ def where(r: Residual) -> str:
 
 
 def _coverage_row(checked: list[Checked], **labels: Any) -> dict[str, Any]:
-    banded = [c for c in checked if c.covered is not None]
-    covered = sum(1 for c in banded if c.covered)
-    ratios = [c.hi / c.lo for c in banded if c.lo > 0]
-    widths = [c.hi - c.lo for c in banded]
+    covered = sum(1 for c in checked if c.covered)
+    ratios = [c.hi / c.lo for c in checked if c.lo > 0]
     return {
-        **labels, "rows": len(checked), "with_band": len(banded), "covered": covered,
-        "coverage": covered / len(banded) if banded else math.nan,
+        **labels, "rows": len(checked), "with_band": sum(1 for c in checked if c.banded), "covered": covered,
+        "coverage": covered / len(checked) if checked else math.nan,
         "median_upper_over_lower": float(np.median(ratios)) if ratios else math.nan,
-        "median_width": float(np.median(widths)) if widths else math.nan,
+        "median_width": float(np.median([c.hi - c.lo for c in checked])) if checked else math.nan,
     }  # fmt: skip
 
 
 def coverage_table(checked: list[Checked], by: Any = None) -> pd.DataFrame:
-    """Per kind (and per `by(residual)`, when given): rows, rows with a band, rows covered,
-    coverage, median upper/lower bound; then all rows together."""
+    """Per kind (and per `by(residual)`, when given): rows, rows with a band, rows whose
+    measurement is within their interval (banded or not, as a user's run gives it), coverage,
+    median upper/lower bound; then all rows together."""
     groups: dict[tuple[str, ...], list[Checked]] = {}
     for c in checked:
         key = (c.residual.kind,) if by is None else (c.residual.kind, by(c.residual))

@@ -716,13 +716,14 @@ def check_intervals(table: Any, drawn_table: Any, rows: list[Row], results: dict
     lines = [
         "## How far to trust a number: intervals, checked",
         "",
-        f"`simapf run --uncertainty N` gives every headline figure a {LEVEL:.0%} interval from two parts: the "
-        "figure over N parameter sets drawn from this fit's uncertainty (its Jacobian, "
-        "`simapf.uncertainty.draws`), and the model's own error where it was checked: the residuals of the "
-        "rows above, of the calibration cells (each predicted without its group) and of the real bench's cells "
-        "(each on the bench's machine fitted without its group, `simapf.calibrate.bench_residuals`), of the same "
-        "kind of figure and the same regime (serving path, size of the LISTs, overloaded or not), as a conformal "
-        f"band (`simapf.uncertainty.model_error`; a band needs {fewest_rows(LEVEL)} rows). Checked here the way "
+        f"`simapf run --uncertainty N` gives every headline figure a {LEVEL:.0%} interval: its point moved by the "
+        "model's own error where it was checked, the residuals of the rows above, of the calibration cells (each "
+        "predicted without its group) and of the real bench's cells (each on the bench's machine fitted without "
+        "its group, `simapf.calibrate.bench_residuals`), of the same kind of figure and the same regime (serving "
+        "path, size of the LISTs, overloaded or not), as a conformal band (`simapf.uncertainty.model_error`; a "
+        f"band needs {fewest_rows(LEVEL)} rows). Each residual is out of sample, so it holds the error of the "
+        "fitted parameters too. Where no band speaks for a figure, the interval is the figure over N parameter "
+        "sets drawn from this fit's uncertainty (its Jacobian, `simapf.uncertainty.draws`). Checked here the way "
         "a user's run gets them, leaving out one experiment at a time (one harness, one set-up: all of a "
         "publication's tables are one experiment, each of the bench's cell groups is one): each row's interval "
         f"is built from the other experiments' residuals and {REPORT_DRAWS} parameter draws of its own scenario, "

@@ -21,7 +21,7 @@ from simapf.sweeps.measure import bundle
 from simapf.sweeps.uncertainty import draw_tasks
 from simapf.uncertainty.draws import draw_parameters
 from simapf.uncertainty.figures import kind_of
-from simapf.uncertainty.intervals import interval
+from simapf.uncertainty.intervals import interval, limit_of_row
 from simapf.uncertainty.model_error import band, load_pool, regime_of_row
 
 from sweephelp import SMALL, write_sweep
@@ -85,7 +85,8 @@ def test_every_headline_column_gets_its_combinations_interval_from_replication_0
             lo, hi = rows[f"{col}_lo"], rows[f"{col}_hi"]
             assert lo.nunique() == 1 and hi.nunique() == 1  # one interval for the combination's rows
             value = float(point[col])
-            expected = interval(value, mine[col], band(pool, kind_of(col), regime_of_row(point.to_dict())))
+            expected = interval(value, mine[col], band(pool, kind_of(col), regime_of_row(point.to_dict())),
+                                limit=limit_of_row(kind_of(col), point.to_dict()))  # held to the cores, as every interval
             assert (lo.iloc[0], hi.iloc[0]) == pytest.approx((expected.lo, expected.hi))
             assert lo.iloc[0] <= hi.iloc[0]
             # The draws move the figure, but around the point run's value, not anywhere.

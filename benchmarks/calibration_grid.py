@@ -27,7 +27,7 @@ from simapf.calibrate.record import SHIPPED, read_record, record_free_params
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import choose
 
-# Time computed runs: none is read from the result cache (simapf.jobs.cache).
+# Time computed runs: none is read from the result cache (simapf.simulation.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-# Time computed runs: none is read from the result cache (simapf.jobs.cache).
+# Time computed runs: none is read from the result cache (simapf.simulation.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import resource
 import time
 from pathlib import Path
 
-# Time computed runs: none is read from the result cache (simapf.jobs.cache).
+# Time computed runs: none is read from the result cache (simapf.simulation.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]

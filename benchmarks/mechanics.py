@@ -32,7 +32,7 @@ import numpy as np
 
 from engine import mm16
 
-# Time computed runs: none is read from the result cache (simapf.jobs.cache).
+# Time computed runs: none is read from the result cache (simapf.simulation.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]

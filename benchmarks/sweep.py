@@ -33,7 +33,7 @@ import yaml
 import simapf
 from simapf.sweeps.backends import cpu_count
 
-# Time computed runs: none is read from the result cache (simapf.jobs.cache).
+# Time computed runs: none is read from the result cache (simapf.simulation.cache).
 os.environ["SIMAPF_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,7 +36,7 @@ def __getattr__(name: str):
 
         return load_scenario
     if name == "run":
-        from simapf.uncertainty.intervals import run  # simapf.simulation.runner.run, and uncertainty=N
+        from simapf.sweeps.drawn_runs import run  # simapf.simulation.runner.run, and uncertainty=N
 
         return run
     if name == "compare":

@@ -66,7 +66,7 @@ def cache_option(command):
                        "(also SIMAPF_NO_CACHE=1; `simapf cache` shows it).")  # fmt: skip
     @functools.wraps(command)
     def with_cache(*args, no_cache: bool, **kwargs):
-        from simapf.jobs import cache
+        from simapf.simulation import cache
 
         with cache.turned_off(no_cache):
             try:
@@ -338,7 +338,7 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
     outage, first with informers that LIST, then again after they switch to WatchList.
     """
     from simapf.files import json_text
-    from simapf.uncertainty.intervals import run
+    from simapf.sweeps.drawn_runs import run
     from simapf.scenario import default_scenario_path, load_scenario
     from simapf.simulation.summary_text import format_summary
 
@@ -354,13 +354,15 @@ def run_command(scenario_path: str | None, out_dir: str | None, overrides: tuple
         result = run(loaded, progress=progress, uncertainty=draws, workers=workers, dask=dask_address)
         if out_dir:
             try:
-                result.write(out_dir, force=force)
+                from simapf.outputs.rundir import write_run
+
+                write_run(result, out_dir, force=force)
             except OSError as err:  # permissions, a full disk: the user's to fix, not a bug
                 raise SimapfError(f"--out {out_dir}: cannot write: {err.strerror or err}") from None
     except SimapfError as err:
         _fail(err)
     if as_json:
-        from simapf.simulation.result import _json_default
+        from simapf.outputs.rundir import _json_default
 
         click.echo(json_text(result.summary, indent=2, default=_json_default))
     else:
@@ -464,7 +466,7 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
     made, and says the command (with --only) that makes the rest.
     """
     from simapf.jobs.budget import BudgetReached
-    from simapf.outputs import kepfigures
+    from simapf.figures import kepfigures
 
     try:
         if check_dir:
@@ -764,7 +766,7 @@ def cache_command(clear: bool) -> None:
     Runs already computed (same scenario, seed, calibration and simapf) are read from it instead
     of computed again. SIMAPF_CACHE_DIR moves it, SIMAPF_CACHE_SIZE bounds it (least recently
     used entries go first), SIMAPF_NO_CACHE=1 or --no-cache turns it off."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     try:
         s = cache.settings()
@@ -860,7 +862,7 @@ def measure_command(scenario_path: str, out_dir: str | None, overrides: tuple[st
     everything started is stopped on every way out."""
     from simapf.files import json_text
     from simapf.bench import write
-    from simapf.simulation.result import _json_default
+    from simapf.outputs.rundir import _json_default
     from simapf.simulation.summary_text import format_summary
 
     try:
@@ -903,7 +905,7 @@ def check_command(scenario_path: str, overrides: tuple[str, ...], replications: 
     from simapf.bench.check import rows, table
     from simapf.files import json_text
     from simapf.scenario import load_scenario
-    from simapf.uncertainty.intervals import run
+    from simapf.sweeps.drawn_runs import run
 
     try:
         m = _measure(scenario_path, overrides, replications, release, kube_apiserver, etcd, progress)

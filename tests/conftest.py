@@ -9,7 +9,7 @@ import os
 import pytest
 
 # Every test computes its runs: none is read from (or left in) the user's result cache
-# (simapf.jobs.cache). The cache's own tests turn it on in a folder of their own. Set at import, so
+# (simapf.simulation.cache). The cache's own tests turn it on in a folder of their own. Set at import, so
 # the commands the tests start inherit it.
 os.environ["SIMAPF_NO_CACHE"] = "1"
 

@@ -228,8 +228,8 @@ def test_a_budget_stops_inside_a_figure_writes_those_made_and_keeps_its_runs_for
     """A figure of many runs (the docs' validation figure: 330) is no unit a budget must wait
     for: it stops between its runs, the figures before it are written, and the runs it
     finished are in the result cache, so the call that goes on does not run them again."""
-    from simapf.jobs import cache
-    from simapf.outputs import kepfigures
+    from simapf.simulation import cache
+    from simapf.figures import kepfigures
 
     monkeypatch.setenv("SIMAPF_NO_CACHE", "0")
     monkeypatch.setenv("SIMAPF_CACHE_DIR", str(tmp_path / "cache"))
@@ -437,7 +437,7 @@ def docs_estimate_lines() -> dict[str, str]:
 def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     """Their times depend on the machine; how many runs the shipped files take does not."""
     pytest.importorskip("optuna")
-    from simapf.outputs import kepfigures
+    from simapf.figures import kepfigures
     from simapf.calibrate.command import expected_grids, planned_grids
     from simapf.calibrate.data import cells, load_rows
     from simapf.calibrate.record import SHIPPED, jacobian_path, load_params, record_free_params

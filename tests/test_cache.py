@@ -1,4 +1,4 @@
-"""The result cache (simapf.jobs.cache): a run computed once is read back byte for byte, any change
+"""The result cache (simapf.simulation.cache): a run computed once is read back byte for byte, any change
 of what decides it misses, parallel writers leave one good entry, the size bound evicts the
 least recently used, and --no-cache or SIMAPF_NO_CACHE turn it off."""
 
@@ -19,9 +19,10 @@ from click.testing import CliRunner
 import simapf
 import simapf.simulation.result
 import simapf.version
-from simapf.jobs import cache
+from simapf.simulation import cache
 from simapf.cli import main
 from simapf.sweeps.measure import RunTask, row_key
+from simapf.outputs.rundir import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "bad-commands" / "_files" / "tiny.yaml"
@@ -149,8 +150,8 @@ def test_a_result_from_the_cache_writes_the_same_files(tmp_path, cache_dir):
     assert _runs()[0] - before[0] == 1 and _runs()[1] - before[1] == 1  # one computed, one read back
     assert not fresh.cached and again.cached
     assert again.summary["wall_s"] == fresh.summary["wall_s"]  # the time the run took when it ran
-    fresh.write(tmp_path / "fresh")
-    again.write(tmp_path / "again")
+    write_run(fresh, tmp_path / "fresh")
+    write_run(again, tmp_path / "again")
     for name in ("summary.json", "series.parquet", "histograms.parquet", "latency.csv", "client_latency.csv"):
         assert (tmp_path / "fresh" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     uncached = simapf.run(TINY, cache=False)
@@ -316,7 +317,7 @@ def test_the_sources_count_but_a_figures_style_and_the_bench_do_not(tmp_path):
     digest = cache.source_digest(package)
     with open(package / "outputs" / "style.py", "a") as fh:
         fh.write("\n# a new colour\n")
-    with open(package / "outputs" / "kepfigures.py", "a") as fh:
+    with open(package / "figures" / "kepfigures.py", "a") as fh:
         fh.write("\n# a new layout\n")
     # Nor does the real bench, nor a cell of its data set measured again.
     with open(package / "bench" / "measure.py", "a") as fh:

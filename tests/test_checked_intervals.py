@@ -1,4 +1,4 @@
-"""Intervals checked one experiment left out (simapf.uncertainty.checked), and the bench's cells
+"""Intervals checked one experiment left out (simapf.calibrate.checked), and the bench's cells
 as residuals of the pool (simapf.calibrate.bench_residuals)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import statistics
 
 import numpy as np
 
-from simapf.uncertainty.checked import coverage_table, leave_one_experiment_out, where
+from simapf.calibrate.checked import coverage_table, leave_one_experiment_out, where
 from simapf.uncertainty.model_error import Band, Regime, Residual, band, experiment_of
 
 

@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 import simapf
 from simapf.cli import main
+from simapf.outputs.rundir import write_run
 
 START = 1_767_225_600  # 2026-01-01T00:00:00Z
 
@@ -22,7 +23,7 @@ START = 1_767_225_600  # 2026-01-01T00:00:00Z
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "run"
     result = simapf.run("scenarios/list-experiment.yaml", {"run.duration_s": 4})
-    result.write(out)
+    write_run(result, out)
     return out, result.summary
 
 

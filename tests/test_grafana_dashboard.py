@@ -16,6 +16,7 @@ import pytest
 
 import simapf
 from simapf.outputs.export import openmetrics_text
+from simapf.outputs.rundir import write_run
 
 REPO = Path(__file__).resolve().parents[1]
 DASHBOARD = REPO / "examples" / "grafana" / "relist-storm-dashboard.json"
@@ -147,7 +148,7 @@ def _stored(text: str) -> dict[str, dict[str, set[str]]]:
 def exported(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("storm") / "run"
     scenario, overrides = STORM
-    simapf.run(REPO / scenario, overrides).write(out)
+    write_run(simapf.run(REPO / scenario, overrides), out)
     return openmetrics_text(out, start_unix_s=1_767_225_600)
 
 

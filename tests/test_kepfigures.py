@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from simapf.cli import main
 from simapf.errors import ConfigError
-from simapf.outputs.kepfigures import check, load_spec, make
+from simapf.figures.kepfigures import check, load_spec, make
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = (ROOT / "scenarios" / "list-experiment.yaml").read_text()
@@ -136,7 +136,7 @@ def test_a_query_range_export_is_read_and_put_on_the_runs_clock(tmp_path):
 def test_a_timeseries_figure_overlays_measured_data_aligned_at_an_event(tmp_path):
     import matplotlib
 
-    from simapf.outputs.kepfigures import draw_timeseries
+    from simapf.figures.kepfigures import draw_timeseries
 
     matplotlib.use("Agg")
     (tmp_path / "scenario.yaml").write_text(SCENARIO)
@@ -198,8 +198,8 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
 
 def test_check_says_stale_after_the_models_source_changes(tmp_path, monkeypatch):
     """The figure rests on the model's code too: the same digest of its source the result cache
-    keys its runs on (simapf.jobs.cache.source_digest)."""
-    from simapf.jobs import cache
+    keys its runs on (simapf.simulation.cache.source_digest)."""
+    from simapf.simulation import cache
 
     spec = _project(tmp_path)
     make(spec, tmp_path / "figs", only=["memory"])
@@ -220,7 +220,7 @@ def test_check_says_stale_after_the_models_source_changes(tmp_path, monkeypatch)
 def test_the_source_digest_follows_an_edit_to_the_model(tmp_path):
     """An edit to a copy of the package's model changes the digest; one to a module that only
     draws does not (those change no number a figure shows)."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     copy = tmp_path / "simapf"
     shutil.copytree(cache.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))

@@ -14,6 +14,28 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simapf"
 ROOT = "simapf"
 MOST_AT_ROOT = 10  # modules directly in simapf/, its __init__ included: the rest live in rooms
 
+# The floors, from the ground up. A module imports from its own floor's rooms or from below,
+# never from above. The ground floor is the modules directly in simapf/ that serve everyone;
+# the top is the command line and the package's front door (simapf/__init__.py).
+GROUND = {"errors", "files", "messages", "quantities", "version", "progress", "provenance", "compiled_core"}
+FLOORS = [
+    GROUND,
+    {"engine"},  # the clock and its events
+    {"apf"},  # API Priority and Fairness, as upstream's queueset runs it
+    {"server"},  # the apiserver's resource model
+    {"scenario"},  # a scenario file, checked and resolved
+    {"workload"},  # clients and events
+    {"uncertainty"},  # figures, model error and intervals: what a run's summary says of its trust
+    {"simulation"},  # one run: built, run, observed, its result and the result cache
+    {"outputs"},  # a run's directory, figures and exports
+    {"bench"},  # the same scenario on a real kube-apiserver, written as a run is
+    {"jobs"},  # long work's estimates, budgets and workers
+    {"sweeps"},  # many runs: sweeps, and a run's parameter draws
+    {"comparison", "search", "calibrate"},  # what many runs are for
+    {"figures"},  # `simapf figures`, drawn from all of the above
+    {"cli", ROOT},  # the command line, and the package's front door
+]
+
 
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -81,6 +103,42 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def room_of(module: str) -> str:
+    """The room (a folder of simapf, or a module at its root) a module lives in."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ROOT
+
+
+def back_arrows(graph: dict[str, set[str]], floors: list[set[str]] = FLOORS) -> list[tuple[str, str]]:
+    """(importer, imported) for every import from a lower floor's room to a higher one's, or
+    between two rooms of one floor above the ground (rooms that share a floor stay apart)."""
+    floor = {room: i for i, rooms in enumerate(floors) for room in rooms}
+    found = []
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            ra, rb = room_of(a), room_of(b)
+            if ra != rb and (floor[rb] > floor[ra] or (floor[rb] == floor[ra] and floor[ra] > 0)):
+                found.append((a, b))
+    return found
+
+
+def test_every_room_is_on_a_floor():
+    placed = set().union(*FLOORS)
+    assert {room_of(m) for m in import_graph()} - placed == set()
+
+
+def test_the_checker_finds_a_back_arrow():
+    floors = [{"low"}, {"mid", "side"}, {"high"}]
+    graph = {"simapf.low.a": {"simapf.mid.b"}, "simapf.mid.b": {"simapf.low.a", "simapf.side.c"},
+             "simapf.side.c": set(), "simapf.high.d": {"simapf.mid.b", "simapf.low.a"}}  # fmt: skip
+    assert back_arrows(graph, floors) == [("simapf.low.a", "simapf.mid.b"), ("simapf.mid.b", "simapf.side.c")]
+
+
+def test_no_import_runs_back_up_the_floors():
+    # Lazy imports count: a function that imports from above still ties its floor to that one.
+    assert back_arrows(import_graph()) == []
 
 
 def test_the_checker_finds_a_circle():

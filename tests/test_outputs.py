@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from simapf.cli import main
 from simapf.files import OUTPUT_MARKER, output_directory
 from simapf.simulation.result import Result
+from simapf.outputs.rundir import write_run
 
 SCENARIO = """\
 name: tiny
@@ -89,10 +90,10 @@ def test_force_adds_simapfs_files_and_keeps_the_users(scenario, tmp_path):
 
 def test_rerun_into_its_own_output_replaces_only_simapfs_files(tmp_path):
     out = tmp_path / "run"
-    _tiny_result(requests=pd.DataFrame({"id": [1]})).write(out, figure=False)
+    write_run(_tiny_result(requests=pd.DataFrame({"id": [1]})), out, figure=False)
     assert "requests.parquet" in _names(out)
     (out / "my-analysis.ipynb").write_text("{}")  # the user's, added after the first run
-    _tiny_result().write(out, figure=False)
+    write_run(_tiny_result(), out, figure=False)
     # simapf's file the new run does not write is gone (it described the old run); the user's stays
     assert "requests.parquet" not in _names(out)
     assert (out / "my-analysis.ipynb").read_text() == "{}"
@@ -101,7 +102,7 @@ def test_rerun_into_its_own_output_replaces_only_simapfs_files(tmp_path):
 
 def test_output_of_another_kind_is_refused(scenario, tmp_path):
     out = tmp_path / "out"
-    _tiny_result().write(out, figure=False)
+    write_run(_tiny_result(), out, figure=False)
     result = _cli(["compare", str(scenario), "--policy", "upstream", "--replications", "1", "--out", str(out),
                    "--no-progress", "--workers", "1"])  # fmt: skip
     _one_line_error(result, "simapf run output")
@@ -131,7 +132,7 @@ def test_a_failed_write_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
 
     monkeypatch.setattr(simapf.outputs.figures, "overview_figure", boom)
     with pytest.raises(RuntimeError):
-        _tiny_result().write(out, force=True)
+        write_run(_tiny_result(), out, force=True)
     assert _names(out) == {"data.csv"}
 
 

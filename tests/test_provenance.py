@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import simapf
-from simapf.outputs.provenance import canonical_sha256, figure_metadata, provenance
+from simapf.provenance import canonical_sha256, figure_metadata, provenance
 from simapf.server import ServerParams
+from simapf.outputs.rundir import write_run
 
 SHORT = {"run.duration_s": 2}
 
@@ -18,7 +19,7 @@ def test_summary_and_figures_carry_the_same_record(tmp_path):
     assert record["scenario_sha256"] == canonical_sha256(result.summary["scenario"])
     assert record["seeds"] == [1] and record["replications"] == 1
     assert record["simapf_version"] == simapf.__version__
-    out = result.write(tmp_path / "a")
+    out = write_run(result, tmp_path / "a")
     assert json.loads((out / "overview.provenance.json").read_text()) == record
     png = (out / "overview.png").read_bytes()
     assert b"simapf:provenance" in png and record["scenario_sha256"].encode() in png
@@ -26,8 +27,8 @@ def test_summary_and_figures_carry_the_same_record(tmp_path):
 
 
 def test_the_same_run_writes_the_same_bytes(tmp_path):
-    a = simapf.run(simapf.load_scenario("scenarios/list-experiment.yaml", SHORT)).write(tmp_path / "a")
-    b = simapf.run(simapf.load_scenario("scenarios/list-experiment.yaml", SHORT)).write(tmp_path / "b")
+    a = write_run(simapf.run(simapf.load_scenario("scenarios/list-experiment.yaml", SHORT)), tmp_path / "a")
+    b = write_run(simapf.run(simapf.load_scenario("scenarios/list-experiment.yaml", SHORT)), tmp_path / "b")
     for name in ("overview.png", "overview.svg", "overview.provenance.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 

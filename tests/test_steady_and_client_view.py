@@ -16,6 +16,7 @@ from simapf.simulation.runner import Simulation
 from simapf.scenario.schema import OpenLoopClient
 from simapf.simulation.summary_text import format_summary
 from simapf.workload.clientgo import CLIENT_OUTCOMES
+from simapf.outputs.rundir import write_run
 
 CONFIGMAPS = {"name": "configmaps", "count": 100, "namespaces": 4, "object_size": {"mean_bytes": 1024}}
 BIG_CONFIGMAPS = {"name": "configmaps", "count": 2000, "namespaces": 1, "object_size": {"mean_bytes": 10240}}
@@ -219,7 +220,7 @@ def test_the_client_table_is_in_the_result_the_summary_and_client_latency_csv(tm
     summary_row = {c["client"]: c for c in r.summary["clients"]}["readers"]
     assert summary_row["by_verb"]["list"]["requests"] == row["requests"]
     assert summary_row["outcomes"]["ok"] == row["ok"]  # the same logical requests as before
-    out = r.write(tmp_path / "out", figure=False)
+    out = write_run(r, tmp_path / "out", figure=False)
     written = pd.read_csv(out / "client_latency.csv")
     pd.testing.assert_frame_equal(written, r.client_latency, check_dtype=False)
     text = format_summary(r.summary)

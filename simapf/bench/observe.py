@@ -21,7 +21,7 @@ import pandas as pd
 
 from simapf.bench.measure import Readings
 from simapf.bench.sampler import Samples
-from simapf.outputs.provenance import provenance
+from simapf.provenance import provenance
 from simapf.scenario.load import LoadedScenario
 from simapf.simulation.collect import CLIENT_LATENCY_COLUMNS, p99_ok
 from simapf.simulation.observe import LABELS

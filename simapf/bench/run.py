@@ -26,6 +26,7 @@ from simapf.bench.measure import Readings, measure_once
 from simapf.bench.observe import result
 from simapf.bench.plan import BenchPlan, BenchUnsupported, bench_plan, settable_gates
 from simapf.files import json_text, output_directory
+from simapf.outputs.rundir import write_run_files
 from simapf.scenario.load import LoadedScenario
 from simapf.simulation.result import Result
 from simapf.uncertainty.figures import figure_values
@@ -95,7 +96,7 @@ def measure(loaded: LoadedScenario, replications: int = 1, release: str | None =
 
 
 def _write_replication(result_: Result, readings: Readings, folder: Path) -> None:
-    result_.write_files(folder)
+    write_run_files(result_, folder)
     if readings.samples.profile is not None:
         (folder / "heap-peak.pb.gz").write_bytes(readings.samples.profile)
     attempts = folder / "attempts"

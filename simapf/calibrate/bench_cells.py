@@ -160,7 +160,7 @@ def spread(table: Path) -> list[dict[str, Any]]:
 
 def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | None = None, say=print) -> None:
     from simapf.bench import measure
-    from simapf.outputs.provenance import git_state
+    from simapf.provenance import git_state
     from simapf.scenario import load_scenario
 
     table = out / "cells.csv"

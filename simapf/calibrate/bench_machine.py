@@ -269,10 +269,10 @@ def overrides(machine: dict[str, Any]) -> dict[str, Any]:
 
 def predicted(cell: Cell, machine: dict[str, Any]) -> dict[str, Any]:
     """The model's summary of `cell` on the machine `machine` describes."""
-    import simapf
+    from simapf.sweeps.drawn_runs import run
     from simapf.scenario import load_scenario
 
-    return simapf.run(load_scenario(BASE, {**cell.overrides, **overrides(machine)})).summary
+    return run(load_scenario(BASE, {**cell.overrides, **overrides(machine)})).summary
 
 
 def check(rows: list[Measured], against: list[Measured], params: Any,

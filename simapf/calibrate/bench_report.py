@@ -65,14 +65,14 @@ def measured_cells(table: Path = BENCH / "cells.csv") -> dict[str, dict[str, lis
 def predicted(cell_names: list[str]) -> dict[str, dict[str, float]]:
     """The model's figures for each cell: the cell's scenario run once (its seed), on the bench's
     machine (its CPU rates and idle heap: `calibration/bench/machine.yaml`)."""
-    import simapf
+    from simapf.sweeps.drawn_runs import run
     from simapf.scenario import load_scenario
     from simapf.uncertainty.figures import figure_values
 
     by_name = {c.name: c for c in cells()}
     out = {}
     for name in cell_names:
-        summary = simapf.run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).summary
+        summary = run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).summary
         values = figure_values(summary)
         values["scraped_peak_heap_inuse_bytes"] = summary["memory"]["scraped_peak_heap_inuse_bytes"]
         lists = list_figures(summary)  # as bench_cells.figures reads a measurement

@@ -66,13 +66,13 @@ def _figure_key(summary: dict[str, Any], kind: str) -> str | None:
 def predictions(draws: Any, only: set[str] | None = None, say=lambda _line: None) -> list[Predicted]:
     """Every bench cell's residuals (or those of the cells `only` names), each with its figure
     under `draws` (see the module's docstring)."""
-    import simapf
+    from simapf.sweeps.drawn_runs import run
     from simapf.calibrate import bench_machine
     from simapf.calibrate.bench_report import measured_cells
     from simapf.scenario import load_scenario
     from simapf.server.params import ServerParams
     from simapf.uncertainty.figures import figure_values
-    from simapf.uncertainty.intervals import draw_tasks, run_draw_tasks
+    from simapf.sweeps.drawn_runs import draw_tasks, run_draw_tasks
 
     tables = {name: measured_cells(path) for name, path in TABLES.items()}
     fitted_on = bench_machine.measured(TABLES["repeat"])
@@ -85,7 +85,7 @@ def predictions(draws: Any, only: set[str] | None = None, say=lambda _line: None
         if cell.group not in machines:
             machines[cell.group] = bench_machine.machine_without(cell.group, fitted_on, params)
         loaded = load_scenario(BASE, {**cell.overrides, **bench_machine.overrides(machines[cell.group])})
-        summary = simapf.run(loaded).summary
+        summary = run(loaded).summary
         rows = run_draw_tasks(draw_tasks(loaded, draws, {}))
         values, regime = figure_values(summary), regime_of(summary)
         for kind, what, table, column in FIGURES:

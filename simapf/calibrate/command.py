@@ -28,7 +28,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, Callable
 
-from simapf.jobs import cache
+from simapf.simulation import cache
 from simapf.jobs.budget import Budget, Spent
 
 from simapf.calibrate.data import DEFAULT_DATA, load_rows

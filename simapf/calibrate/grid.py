@@ -7,7 +7,7 @@ requests to simulate) are handed out first so that the workers finish together; 
 cheap ones travel in small batches to save per-task overhead. One batch may hold cells of
 several parameter sets (a fit's Jacobian: up to a grid per free parameter at once, which a
 cluster runs side by side). A cell's result is the same wherever it runs; one the result cache
-holds (simapf.jobs.cache) is not run again.
+holds (simapf.simulation.cache) is not run again.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def _run_batch(batch: Batch, params: list[ServerParams], setup: list[ExperimentS
 
 
 def cell_key(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> str:
-    """A cell's key in the result cache (simapf.jobs.cache): its scenario, and how it is read."""
-    from simapf.jobs import cache
+    """A cell's key in the result cache (simapf.simulation.cache): its scenario, and how it is read."""
+    from simapf.simulation import cache
     from simapf.calibrate.scenario import scenario_for
 
     return cache.key("cell", {"scenario": scenario_for(cell, params, setup), "setup": setup.model_dump(mode="json"),
@@ -56,7 +56,7 @@ def cell_key(cell: Cell, params: ServerParams, setup: ExperimentSetup) -> str:
 def _from_cache(tasks: list[tuple[int, Cell]], params: list[ServerParams], setups: list[ExperimentSetup]
                 ) -> tuple[list[tuple[int, CellResult]], list[tuple[int, Cell]], dict]:  # fmt: skip
     """The results the cache holds, the tasks left to run and their keys by (set, row, seats)."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     store = cache.active()
     if store is None:
@@ -75,7 +75,7 @@ def _from_cache(tasks: list[tuple[int, Cell]], params: list[ServerParams], setup
 
 
 def _keep(key: str | None, result: CellResult) -> None:
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     cache.tally.ran += 1
     store = cache.active() if key is not None else None

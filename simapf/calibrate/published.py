@@ -551,9 +551,9 @@ _TASK_FIELDS = ("key", "seed_offset", "draw")
 
 
 def _from_cache(tasks: list, base: str, draws: Any) -> tuple[list[dict], list, dict]:
-    """The outputs of `tasks` the result cache holds (simapf.jobs.cache), the tasks left to run, and
+    """The outputs of `tasks` the result cache holds (simapf.simulation.cache), the tasks left to run, and
     the cache key of each of those by its output's identity (None: not to be cached)."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
     from simapf.scenario.load import user_policies
 
     store = cache.active()
@@ -587,7 +587,7 @@ def _is_output_of(readings: list, out: Any) -> bool:
 
 def _kept(outputs: Iterable[dict], keys: dict) -> Iterator[dict]:
     """`outputs`, each put in the result cache as it comes, under the key `_from_cache` gave its run."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     store = cache.active() if keys else None
     for out in outputs:

@@ -28,6 +28,7 @@ from simapf.errors import ConfigError
 from simapf.files import read_yaml, write_text_atomic
 from simapf.messages import describe
 from simapf.server.params import SHIPPED_RECORD, ServerParams
+from simapf.uncertainty.draws import jacobian_path
 
 SHIPPED = SHIPPED_RECORD
 
@@ -134,9 +135,3 @@ def load_params(path: str | Path | None = None) -> tuple[ServerParams, Experimen
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe(exc, ExperimentSetup, prefix='experiment')}") from None
     return params, setup, data
-
-
-def jacobian_path(record_path: str | Path) -> Path:
-    """Where a record's Jacobian is kept: beside it, as `<record stem>.jacobian.json`."""
-    p = Path(record_path)
-    return p.with_name(p.stem + ".jacobian.json")

@@ -45,7 +45,7 @@ from simapf.errors import ConfigError
 from simapf.files import json_text, read_text, write_text_atomic
 from simapf.server.params import ServerParams
 from simapf.sweeps.backends import Backend
-from simapf.uncertainty.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_ID
+from simapf.calibrate.checked import CALIBRATION_SOURCE as CALIBRATION_SOURCE_ID
 from simapf.uncertainty.model_error import POOL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -454,7 +454,7 @@ MADE_FROM = re.compile(r"^<!-- made from: (\{.*\}) -->\n", re.M)
 WRITES = frozenset({POOL.relative_to(Path(__file__).resolve().parents[1]).as_posix()})
 INPUTS = {  # how a problem names each input
     "sources_sha256": "the model's source or its data files (the shipped parameters, the measured data, the "
-                      "published measurements' sources and scenarios: simapf.jobs.cache.source_digest)",
+                      "published measurements' sources and scenarios: simapf.simulation.cache.source_digest)",
     "report_sha256": "the report's own code (simapf/calibrate/report.py)",
     "params_sha256": "the parameters file",
     "jacobian_sha256": "the parameters' stored Jacobian",
@@ -471,7 +471,7 @@ def inputs(params_path: str | Path | None = None, data_path: str | Path | None =
     result cache's `source_digest`, but for what the report writes itself), this module, the
     parameters with their Jacobian, the measured data, and how leave-one-group-out ran."""
     from simapf.calibrate import bench_residuals
-    from simapf.jobs.cache import PACKAGE_DIR, source_digest
+    from simapf.simulation.cache import PACKAGE_DIR, source_digest
 
     params_path = Path(params_path) if params_path is not None else SHIPPED
     jacobian = jacobian_path(params_path)
@@ -678,7 +678,7 @@ def check_intervals(table: Any, drawn_table: Any, rows: list[Row], results: dict
     """The residual pool written for `simapf.uncertainty.model_error` (`bench`: the bench's,
     `simapf.calibrate.bench_residuals.predictions`), and its leave-one-experiment-out check:
     the report's markdown section and its figures."""
-    from simapf.uncertainty.checked import (
+    from simapf.calibrate.checked import (
         calibration_residuals,
         cell_inputs,
         coverage_table,

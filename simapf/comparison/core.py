@@ -25,7 +25,7 @@ from simapf.comparison.policies import Policy, parse_policy
 from simapf.comparison.stats import paired_differences, summarise, table_metrics
 from simapf.errors import ConfigError
 from simapf.files import output_directory
-from simapf.outputs.provenance import provenance
+from simapf.provenance import provenance
 from simapf.scenario.load import LoadedScenario, load_scenario
 from simapf.sweeps.backends import choose, release_workers, run_tasks
 from simapf.sweeps.measure import RunTask, bundle
@@ -248,7 +248,7 @@ def _across_draws(by_policy: dict[str, LoadedScenario], runs: pd.DataFrame, n: i
     from simapf.comparison.uncertainty import contrasts_table, intervals_table, wins_table
     from simapf.uncertainty.draws import draw_parameters
     from simapf.uncertainty.figures import kind_of
-    from simapf.uncertainty.intervals import draw_tasks, run_draw_tasks
+    from simapf.sweeps.drawn_runs import draw_tasks, run_draw_tasks
 
     draws = draw_parameters(n, seed)
     tasks = [t for label, loaded in by_policy.items() for t in draw_tasks(loaded, draws, {"policy": label}, f"{label} ")]

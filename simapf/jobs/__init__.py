@@ -1,1 +1,1 @@
-"""Long work: its estimate before it starts, its time budget, and the result cache."""
+"""Long work: its estimate before it starts, its time budget and its pool of workers."""

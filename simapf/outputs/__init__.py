@@ -1,1 +1,1 @@
-"""What simapf writes for people and other tools: figures, exports, provenance."""
+"""What simapf writes for people and other tools from a run: its directory, figures, exports."""

@@ -201,13 +201,13 @@ def _overview(result: "Result") -> "Figure":
 
 
 def save_figure(fig: "Figure", stem: str | Path, provenance: dict | None = None) -> None:
-    """Write `stem`.png and `stem`.svg, and with a provenance record (simapf.outputs.provenance) put it
+    """Write `stem`.png and `stem`.svg, and with a provenance record (simapf.provenance) put it
     in both files' metadata (a PNG text chunk, the SVG's dc:description) and beside them as
     `stem`.provenance.json. Nothing in them changes from one save to the next: the same figure
     and record give the same bytes."""
     import matplotlib
 
-    from simapf.outputs.provenance import figure_metadata
+    from simapf.provenance import figure_metadata
 
     stem = Path(stem)
     record = provenance or {}

@@ -17,7 +17,7 @@ import pandas as pd
 from simapf.version import __version__
 from simapf.apf.types import NS_PER_S
 from simapf.simulation.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
-from simapf.outputs.provenance import provenance
+from simapf.provenance import provenance
 from simapf.simulation.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario

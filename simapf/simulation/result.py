@@ -1,4 +1,5 @@
-"""A run's results: series and tables as pandas DataFrames, a JSON summary, files on disk.
+"""A run's results: series and tables as pandas DataFrames and a JSON summary (written to a
+directory by `simapf.outputs.rundir.write_run`).
 
 Every Result embeds the resolved scenario, its seed and the simapf version, so any number in
 it can be traced back to the run that made it.
@@ -7,13 +8,10 @@ it can be traced back to the run that made it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from simapf.files import json_text, output_directory
 
 
 @dataclass
@@ -28,7 +26,7 @@ class Result:
     client_latency: pd.DataFrame | None = None
     # upstream's latency histograms at every scrape (simapf.simulation.histograms), built when first asked for
     _histograms: Any = field(default=None, repr=False, compare=False)
-    # Read back from the result cache (simapf.jobs.cache) rather than computed by this call; every
+    # Read back from the result cache (simapf.simulation.cache) rather than computed by this call; every
     # number, `summary["wall_s"]` included, is the run's as it was computed.
     cached: bool = field(default=False, compare=False)
 
@@ -65,43 +63,3 @@ class Result:
         if len(times) < 2:
             return wide.iloc[0:0]
         return wide.diff().iloc[1:].div(np.diff(times), axis=0)
-
-    # ------------------------------------------------------------------ writing
-
-    def write(self, out_dir: str | Path, figure: bool = True, force: bool = False) -> Path:
-        """Write series (Parquet and CSV), summary.json, tables and the overview figure to
-        `out_dir`. Files are written to a temporary directory first and moved into place, so an
-        interrupted write leaves no half-written directory. A directory that is not empty is
-        refused unless it holds an earlier run's output (whose files are replaced) or `force`
-        (simapf's files are added beside the others); see `simapf.files.output_directory`."""
-        out = Path(out_dir)
-        with output_directory(out, "run", force) as tmp:
-            self.write_files(tmp, figure)
-        return out
-
-    def write_files(self, folder: Path, figure: bool = True) -> list[str]:
-        """Write the run's files into `folder` (an output's staging directory); their names."""
-        tmp = Path(folder)
-        self.series.to_parquet(tmp / "series.parquet", index=False)
-        self.series.to_csv(tmp / "series.csv", index=False)
-        self.latency.to_csv(tmp / "latency.csv", index=False)
-        self.levels.to_csv(tmp / "priority_levels.csv", index=False)
-        if self.client_latency is not None:
-            self.client_latency.to_csv(tmp / "client_latency.csv", index=False)
-        if self.requests is not None:
-            self.requests.to_parquet(tmp / "requests.parquet", index=False)
-        if self.histograms is not None:
-            self.histograms.to_parquet(tmp / "histograms.parquet", index=False)
-        (tmp / "summary.json").write_text(json_text(self.summary, indent=2, default=_json_default) + "\n")
-        if figure:
-            from simapf.outputs.figures import overview_figure, save_figure
-            save_figure(overview_figure(self), tmp / "overview", self.summary.get("provenance"))
-        return sorted(p.name for p in tmp.iterdir())
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return None if np.isnan(x) else float(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")

@@ -5,7 +5,7 @@
     result.summary["memory"]["peak_rss_bytes"]; result.series; result.latency
 
 `run` is deterministic: the same scenario and seed give the same summary and series, so a run
-already computed is read from the result cache (simapf.jobs.cache) instead.
+already computed is read from the result cache (simapf.simulation.cache) instead.
 """
 
 from __future__ import annotations
@@ -190,12 +190,12 @@ def run(
     cache: bool = True,
 ) -> Result:
     """Run a scenario (a loaded one, a Scenario, a dict or a file path) and return its Result.
-    (`simapf.run` is this with `uncertainty=N` besides: `simapf.uncertainty.intervals.run`.)
+    (`simapf.run` is this with `uncertainty=N` besides: `simapf.sweeps.drawn_runs.run`.)
 
     `cache`: read the Result from the result cache when it holds this run, and keep it there
-    when it does not (simapf.jobs.cache; off also with SIMAPF_NO_CACHE=1). A Result from the cache
+    when it does not (simapf.simulation.cache; off also with SIMAPF_NO_CACHE=1). A Result from the cache
     is the computed one, byte for byte; `Result.cached` says where it came from."""
-    from simapf.jobs import cache as results
+    from simapf.simulation import cache as results
 
     loaded = load(scenario, overrides)
 

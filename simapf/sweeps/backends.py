@@ -3,7 +3,7 @@
 Each backend takes `RunTask`s and yields their rows as they finish, in whatever order they
 finish; the caller writes each row as it arrives, so a run is on disk the moment it is done.
 The backends do nothing but move tasks and rows: the run itself, its seed and its row are the
-same wherever it executes. A row the result cache holds (simapf.jobs.cache) is not sent anywhere:
+same wherever it executes. A row the result cache holds (simapf.simulation.cache) is not sent anywhere:
 this process reads it, and keeps every row that comes back (`measure.cached_rows`).
 """
 

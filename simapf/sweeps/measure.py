@@ -21,7 +21,7 @@ The row flattens a run's summary into scalar columns a DataFrame can hold:
 plus `wall_s` (the only column that differs between two runs of the same task) and
 `simapf_version`.
 
-A row the result cache holds (simapf.jobs.cache, `cached_rows`) is not run again: it is the row
+A row the result cache holds (simapf.simulation.cache, `cached_rows`) is not run again: it is the row
 that run gave, `wall_s` included.
 """
 
@@ -115,10 +115,10 @@ def known_metric(pattern: str) -> bool:
 
 
 def cached_rows(tasks: Sequence[RunTask], run: Callable[[list[RunTask]], Iterator[tuple[int, dict]]]) -> Iterator[dict]:
-    """The rows of `tasks`: those the result cache holds (simapf.jobs.cache) first, then the others
+    """The rows of `tasks`: those the result cache holds (simapf.simulation.cache) first, then the others
     as `run` yields them ((index in the list it was given, row)), each kept in the cache as it
     arrives. Only this process, the one that asked for the runs, reads and writes the cache."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     store = cache.active()
     keys = [row_key(t) if store is not None else None for t in tasks]
@@ -160,7 +160,7 @@ def row_key(task: RunTask) -> str | None:
     asked; None for a run of the user's own policy code."""
     import hashlib
 
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     if cache.names_user_code(task.scenario):
         return None

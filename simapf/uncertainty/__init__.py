@@ -2,7 +2,8 @@
 
 - `draws`: parameter sets drawn from the calibration's uncertainty (its Jacobian).
 - `model_error`: the validation's residuals by kind of figure and regime, as conformal bands.
-- `intervals`: N draws of a run, and every headline figure's interval from the two.
+- `intervals`: every headline figure's interval from the draws and the band (the draws are run
+  by `simapf.sweeps.drawn_runs`).
 """
 
 # The most parameter draws a run, a comparison or a sweep's combination takes (`--uncertainty N`,

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from simapf.errors import ConfigError
+from simapf.files import read_yaml
+from simapf.server.params import SHIPPED_RECORD
 
 # How far a fitted parameter may be from its fitted value where the data says nothing of it:
 # one standard deviation of ln(value) is a factor e. The data pins most of the shipped record's
@@ -65,27 +67,40 @@ def covariance(jacobian: np.ndarray, residuals: np.ndarray, prior_sd: float = PR
     return np.linalg.inv(precision)
 
 
+def jacobian_path(record_path: str | Path) -> Path:
+    """Where a calibration record's Jacobian is kept: beside it, as `<record stem>.jacobian.json`."""
+    p = Path(record_path)
+    return p.with_name(p.stem + ".jacobian.json")
+
+
+def _fitted_parameters(path: Path) -> dict[str, dict]:
+    """The record's `fit.free_parameters`: each fitted parameter's value and the bounds its fit
+    kept it within, in the order of the Jacobian's columns."""
+    record = read_yaml(path)
+    free = ((record.get("fit") or {}).get("free_parameters") if isinstance(record, dict) else None) or {}
+    if not isinstance(free, dict) or not free:
+        raise ConfigError(f"{path}: fit.free_parameters: a record fitted by `simapf calibrate` is needed for parameter draws")
+    return free
+
+
 def draw_parameters(n: int, seed: int, record_path: str | Path | None = None,
                     prior_sd: float = PRIOR_SD) -> ParameterDraws:  # fmt: skip
     """`n` parameter sets drawn from the record's uncertainty (default: the shipped record),
     reproducibly from `seed`; experiment-only parameters left out."""
-    from simapf.calibrate.record import SHIPPED, jacobian_path, read_record, record_free_params
-
-    path = Path(record_path) if record_path is not None else SHIPPED
-    record = read_record(path)
-    free = record_free_params(record)
+    path = Path(record_path) if record_path is not None else SHIPPED_RECORD
+    free = _fitted_parameters(path)
     jpath = jacobian_path(path)
     try:
         stored = json.loads(jpath.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{jpath}: the calibration's Jacobian, needed for parameter draws: {exc}") from None
-    keys = [fp.key for fp in free]
+    keys = list(free)
     if stored.get("free") != keys:
         raise ConfigError(f"{jpath}: its parameters are not those of {path.name}'s fit")
     cov = covariance(np.array(stored["jacobian"]), np.array(stored["residuals"]), prior_sd)
-    fitted = np.array([float(record["fit"]["free_parameters"][k]["fitted"]) for k in keys])
-    lo = np.array([fp.lo for fp in free])
-    hi = np.array([fp.hi for fp in free])
+    fitted = np.array([float(free[k]["fitted"]) for k in keys])
+    lo = np.array([float(free[k]["bounds"][0]) for k in keys])
+    hi = np.array([float(free[k]["bounds"][1]) for k in keys])
     rng = np.random.default_rng([seed, 0x5EED])
     z = rng.multivariate_normal(np.zeros(len(keys)), cov, size=n, method="eigh")
     values = np.clip(fitted * np.exp(z), lo, hi)

@@ -1,10 +1,7 @@
-"""A run with its uncertainty: N draws of the model, and an interval for every headline figure.
+"""Intervals for a run's headline figures: the parameter draws' spread and the model-error band.
 
-`simapf run --uncertainty N` (`simapf.run(..., uncertainty=N)`, `run` here) runs the scenario once with the fitted parameters (the point run,
-whose figures the summary reports as before) and N times more, each with a parameter set drawn
-from the calibration's uncertainty (`simapf.uncertainty.draws`), on the point run's random
-streams (its seed), on the sweep backends. Each headline figure (`simapf.uncertainty.figures`)
-then gets, beside it in the summary, `<field>_interval`:
+`simapf.sweeps.drawn_runs` runs the draws (`simapf run --uncertainty N`); `attach` then gives each
+headline figure (`simapf.uncertainty.figures`), beside it in the summary, `<field>_interval`:
 
     {"lo": ..., "hi": ..., "level": 0.9,
      "parts": {"parameters": {"lo", "hi", "draws"},
@@ -33,7 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws, draw_parameters
+from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws
 from simapf.uncertainty.figures import Figure, headline_figures
 from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, load_pool, regime_of
 
@@ -47,40 +44,6 @@ def drawn_scenario(data: dict[str, Any], params: Any, draws: ParameterDraws, d: 
         section, field = key.split(".")
         over[section] = {**over.get(section, {}), field: dumped[section][field] * float(factor)}
     return {**data, "apiserver": {**data["apiserver"], "params": over}}
-
-
-def draw_tasks(loaded: Any, draws: ParameterDraws, key: dict[str, Any], label: str = "") -> list:
-    """A sweep task per draw: the loaded scenario, its seed unchanged, with the draw's parameters."""
-    from simapf.jobs.estimate import cost
-    from simapf.sweeps.measure import RunTask, bundle
-
-    data, files = bundle(loaded)
-    cost_s = cost(loaded)
-    return [RunTask(key={**key, "draw": d}, scenario=drawn_scenario(data, loaded.params, draws, d), files=files,
-                    label=f"{label}draw {d + 1}/{len(draws)}", cost=cost_s)  # fmt: skip
-            for d in range(len(draws))]
-
-
-def run_draw_tasks(tasks: list, workers: int | None = None, backend: str | None = None, dask: str | None = None,
-                   progress: bool = False, name: str = "") -> list[dict[str, Any]]:  # fmt: skip
-    """Each task's row (a sweep row: the headline figures among its columns), in task order."""
-    from simapf.jobs.estimate import recorded
-    from simapf.sweeps.backends import choose, release_workers, run_tasks
-    from simapf.sweeps.progress import with_progress
-
-    chosen = choose(backend, workers, dask)
-    rows = {}
-    try:
-        with recorded():  # their times teach the estimates this machine's pace
-            for row in with_progress(run_tasks(tasks, chosen), len(tasks), 0, f"{name} draws", progress):
-                rows[_task_id(row)] = row
-    finally:
-        release_workers()
-    return [rows[_task_id(t.key)] for t in tasks]
-
-
-def _task_id(key: dict[str, Any]) -> tuple:
-    return (key.get("policy"), key["draw"])
 
 
 @dataclass(frozen=True)
@@ -185,35 +148,6 @@ def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | Non
     return summary
 
 
-def run(scenario: Any, overrides: Any = (), progress: bool = False, uncertainty: int = 0, *,
-        workers: int | None = None, backend: str | None = None, dask: str | None = None,
-        cache: bool = True) -> Any:  # fmt: skip
-    """`simapf.run`: run a scenario (a loaded one, a Scenario, a dict or a file path) and return
-    its Result (`simapf.simulation.runner.run`); with `uncertainty` = N > 0, also N parameter draws (on
-    `workers` local processes, or `backend`/`dask` as for sweeps), and every headline figure of
-    the summary with its interval. `cache`: read the point run and the draws from the result
-    cache when it holds them, and keep them there (simapf.jobs.cache)."""
-    from simapf.jobs.cache import turned_off
-    from simapf.simulation.runner import load
-    from simapf.simulation.runner import run as point_run
-
-    loaded = load(scenario, overrides)
-    with turned_off(not cache):
-        result = point_run(loaded, progress=progress)
-        if uncertainty:
-            add_uncertainty(result, loaded, uncertainty, workers=workers, backend=backend, dask=dask, progress=progress)
-    return result
-
-
-def add_uncertainty(result: Any, loaded: Any, n: int, *, workers: int | None = None, backend: str | None = None,
-                    dask: str | None = None, progress: bool = False) -> Any:  # fmt: skip
-    """`result` (the point run of `loaded`) with every headline figure's interval from `n` draws."""
-    draws = draw_parameters(n, loaded.scenario.run.seed)
-    rows = run_draw_tasks(draw_tasks(loaded, draws, {}), workers, backend, dask, progress, loaded.scenario.name)
-    attach(result.summary, rows, draws=draws)
-    return result
-
-
 def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, dict[str, Any]]]:
     """Each headline figure of a summary that has an interval, with it."""
     for fig in headline_figures(summary):
@@ -222,5 +156,5 @@ def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, di
             yield fig, got
 
 
-__all__ = ["Interval", "KINDS", "Regime", "add_uncertainty", "attach", "finite", "interval", "limit_of", "limit_of_row",
-           "run", "within"]
+__all__ = ["Interval", "KINDS", "Regime", "attach", "drawn_scenario", "finite", "interval", "limit_of",
+           "limit_of_row", "within"]

@@ -9,7 +9,7 @@ from simapf.calibrate import report
 from simapf.calibrate.data import cells, load_rows
 from simapf.calibrate.fit import free_params_by_key, residual_rows
 from simapf.calibrate.report import REPORT, load_jacobian, save_jacobian
-from simapf.jobs import cache
+from simapf.simulation import cache
 
 
 def test_the_shipped_page_is_what_the_report_writes_from_todays_inputs():

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from simapf.cli import main
 from simapf.simulation.result import Result
+from simapf.outputs.rundir import write_run
 
 BAD = Path(__file__).parents[1] / "data" / "scenarios" / "bad"
 EXPECTED: dict[str, list[str]] = yaml.safe_load((BAD / "expected.yaml").read_text())
@@ -192,7 +193,7 @@ def test_write_failure_leaves_no_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(simapf.outputs.figures, "overview_figure", _boom)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="figure failed"):
-        _tiny_result().write(out)
+        write_run(_tiny_result(), out)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
 
@@ -201,12 +202,12 @@ def test_write_failure_keeps_the_earlier_run(tmp_path, monkeypatch):
     import simapf.outputs.figures
 
     out = tmp_path / "out"
-    _tiny_result().write(out, figure=False)
+    write_run(_tiny_result(), out, figure=False)
     before = sorted(p.name for p in out.iterdir())
     assert "summary.json" in before
     monkeypatch.setattr(simapf.outputs.figures, "overview_figure", _boom)
     with pytest.raises(RuntimeError):
-        _tiny_result().write(out)
+        write_run(_tiny_result(), out)
     assert sorted(p.name for p in out.iterdir()) == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 

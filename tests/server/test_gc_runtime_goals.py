@@ -15,6 +15,7 @@ from simapf.outputs.export import openmetrics_text
 from simapf.server import ResourceModel, ServerParams, ServingPath
 
 from srvhelp import S, cost
+from simapf.outputs.rundir import write_run
 
 MB = 1e6
 
@@ -212,7 +213,7 @@ def test_the_summary_and_openmetrics_carry_the_gc_cpu_classes_apart(tmp_path):
     assert c["gc_cpu_fraction"] == pytest.approx((c["gc_dedicated_mean_cores"] + c["gc_assist_mean_cores"]) / 12)
     assert c["gc_compulsory_peak_cores"] <= c["gc_peak_cores"] and c["gc_cycles"] >= 3
     out = tmp_path / "run"
-    result.write(out)
+    write_run(result, out)
     gc_lines = [line for line in openmetrics_text(out).splitlines() if "go_cpu_classes_gc_" in line]
     families = {f.name: f for f in text_string_to_metric_families("\n".join(gc_lines + ["# EOF", ""]))}
     last = {name: max(s.value for s in families[name].samples)

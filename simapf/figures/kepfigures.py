@@ -27,7 +27,7 @@ A spec lists figures; each says what to run and what to draw:
 
 Every figure is written as PNG, SVG and PDF at a KEP's size (8 x 4.5 inches per panel row, 100
 dpi: 800 px wide), in simapf's colour-blind-safe house style (simapf.outputs.style), with units on every
-axis and the scenario's events shaded. Its provenance (simapf.outputs.provenance: version, commit,
+axis and the scenario's events shaded. Its provenance (simapf.provenance: version, commit,
 hashes of the resolved scenario, the calibration and the model's source, seeds, replications) goes into each
 file's metadata and beside them as `<name>.provenance.json`, with the spec and the figure it
 came from, so `simapf figures --check DIR` can tell whether the figures are still current. The
@@ -40,7 +40,7 @@ not run them again; with the cache off, between figures): the figures made so fa
 (the directory's other figures are kept, as with `--only`), and the figures left are made by
 the same command with `--only` each of them.
 
-The simulations a figure rests on are read from the result cache (simapf.jobs.cache) when it holds
+The simulations a figure rests on are read from the result cache (simapf.simulation.cache) when it holds
 them, so redrawing figures after a change of style runs none again; each figure's log line
 says how many of its runs came from the cache.
 """
@@ -197,14 +197,14 @@ CHANGED = {"sources_sha256": "model's source"}  # how a verdict names what chang
 def inputs(fig: Figure, base: Path) -> dict[str, Any]:
     """What a figure rests on, hashed without running anything: the resolved scenario (or sweep),
     the calibration, and the model's source (the digest the result cache keys its runs on,
-    `simapf.jobs.cache.source_digest`). `--check` compares these with the figure's provenance."""
-    from simapf.jobs.cache import source_digest
+    `simapf.simulation.cache.source_digest`). `--check` compares these with the figure's provenance."""
+    from simapf.simulation.cache import source_digest
 
     return {**_inputs(fig, base), "sources_sha256": source_digest()}
 
 
 def _inputs(fig: Figure, base: Path) -> dict[str, Any]:
-    from simapf.outputs.provenance import canonical_sha256
+    from simapf.provenance import canonical_sha256
 
     if isinstance(fig, (TimeseriesFigure, PoliciesFigure)):
         loaded = _scenario(fig, base)
@@ -495,7 +495,7 @@ def save(fig, stem: Path, record: dict[str, Any]) -> list[Path]:
     """PNG, SVG and PDF with `record` in their metadata and beside them."""
     import matplotlib
 
-    from simapf.outputs.provenance import figure_metadata
+    from simapf.provenance import figure_metadata
 
     paths = []
     with matplotlib.rc_context({"svg.hashsalt": "simapf"}):
@@ -554,11 +554,11 @@ def make(spec_path: str | Path, out_dir: str | Path, only: list[str] | None = No
     cache off, once the figure being made is finished), write the figures made, and raise
     `simapf.jobs.budget.BudgetReached`, whose `resume` options (`--only` each figure left) make the
     rest."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
     from simapf.jobs.budget import Budget, Spent
     from simapf.jobs.estimate import recorded
     from simapf.files import output_directory
-    from simapf.outputs.provenance import build_record
+    from simapf.provenance import build_record
 
     budget = budget or Budget()
 
@@ -650,7 +650,7 @@ def _announce(spec: FigureSpec, wanted: list[Figure], base: Path, budget: Any, a
 
 def _runs_since(before: tuple[int, int]) -> str:
     """The simulations a figure rested on, and how many of them the result cache held."""
-    from simapf.jobs import cache
+    from simapf.simulation import cache
 
     reused, ran = (now - then for now, then in zip(cache.tally.snapshot(), before))
     runs = reused + ran

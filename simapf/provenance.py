@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from simapf.version import __version__
 from simapf.files import json_text
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def canonical_sha256(data: Any) -> str:

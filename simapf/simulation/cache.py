@@ -9,7 +9,7 @@ What decides an entry (its key):
 
 - the run: the fully resolved scenario (every default filled in, its seed), the resource
   model's parameters (the calibration) and the APF objects it starts with (the contents of the
-  files it names), as `simapf.outputs.provenance` hashes them, or for a task of a sweep or comparison,
+  files it names), as `simapf.provenance` hashes them, or for a task of a sweep or comparison,
   its scenario and the contents of the files bundled with it;
 - what was asked of the run: a whole `Result` (`simapf.run`: series, tables, histograms,
   request records), a sweep's row of metrics (`simapf.sweeps.measure`: the metric patterns
@@ -84,7 +84,7 @@ STALE_TEMPORARY_S = 3600.0  # a temporary file this old is a killed writer's: re
 # Modules that only draw, print or read the command line: nothing an entry holds comes from them,
 # so changing them (a figure's style) keeps the cache. Everything else in the package counts.
 PRESENTATION = frozenset({
-    "cli.py", "outputs/kepfigures.py", "outputs/figures.py", "outputs/style.py", "simulation/summary_text.py",
+    "cli.py", "figures/kepfigures.py", "outputs/figures.py", "outputs/style.py", "simulation/summary_text.py",
     "progress.py", "outputs/overlay.py", "outputs/export.py", "outputs/metric_help.py", "messages.py",
     "compiled_core.py", "scenario/importer.py", "scenario/docs.py",
     "sweeps/progress.py", "sweeps/report.py", "comparison/text.py", "comparison/figure.py", "search/report.py",
@@ -210,7 +210,7 @@ def key(kind: str, identity: Any) -> str:
     """The key of an entry of `kind` ("result", "row", "cell", "validation") for a run named by
     `identity` (plain data: JSON with sorted keys is hashed), with this simapf's version and
     sources."""
-    from simapf.outputs.provenance import canonical_sha256
+    from simapf.provenance import canonical_sha256
     from simapf.version import __version__
 
     return canonical_sha256({"format": FORMAT, "kind": kind, "simapf_version": __version__,
@@ -218,9 +218,9 @@ def key(kind: str, identity: Any) -> str:
 
 
 def run_identity(loaded: Any) -> dict[str, Any]:
-    """What a loaded scenario's run is made of: the hashes `simapf.outputs.provenance` records (the
+    """What a loaded scenario's run is made of: the hashes `simapf.provenance` records (the
     resolved scenario, the calibration) and the APF objects of the files it names."""
-    from simapf.outputs.provenance import canonical_sha256
+    from simapf.provenance import canonical_sha256
 
     def objects(o: Any) -> list:
         return [m.model_dump(mode="json") for m in (*o.flow_schemas, *o.priority_levels)]
@@ -447,7 +447,7 @@ def active() -> Cache | None:
 def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any:
     """A loaded scenario's whole Result (`simapf.run`): from the cache when it holds it, else
     `compute()`d and kept there. `enabled` False, or a run of the user's own code: computed."""
-    from simapf.outputs.provenance import git_state
+    from simapf.provenance import git_state
     from simapf.scenario.load import user_policies
 
     cache = active() if enabled and not user_policies(loaded.scenario) else None

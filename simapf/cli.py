@@ -17,6 +17,7 @@ import click
 
 from simapf.version import __version__
 from simapf.errors import SimapfError, users_traceback
+from simapf.outputs import FORMATS as EXPORT_FORMATS
 from simapf.uncertainty import MAX_DRAWS
 
 
@@ -493,7 +494,7 @@ def figures_command(spec_or_dir: str, out_dir: str | None, only: tuple[str, ...]
 
 @main.command("export")
 @click.argument("run_dir", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["openmetrics", "perfdata"]), required=True,
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True,
               help="openmetrics: one text file for promtool tsdb create-blocks-from openmetrics; "
                    "perfdata: clusterloader2's PerfData JSON files in a directory.")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),

@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 
 from simapf.errors import ConfigError
+from simapf.outputs import FORMATS
 from simapf.files import OUTPUT_MARKER, changed_since_written, check_output_file, json_text, read_output_marker
 from simapf.simulation.histograms import LABELS as HISTOGRAM_LABELS
 from simapf.simulation.histograms import UPSTREAM_VERBS
 from simapf.outputs.metric_help import Family, family_name, family_of
 from simapf.simulation.observe import LABELS
 
-FORMATS = ("openmetrics", "perfdata")
 
 # What each format reads of a run directory. summary.json is read by neither, but it is the run's
 # record: a run directory without it, or with it damaged, is not a whole run.

@@ -54,6 +54,12 @@ _REGISTRY: dict[str, type] = {
 SHIPPED: frozenset[type] = frozenset(_REGISTRY.values())
 
 
+def shipped_policy_names() -> list[str]:
+    """The names of the policies simapf ships, the default first, then as registered."""
+    names = [name for name, cls in _REGISTRY.items() if cls in SHIPPED]
+    return sorted(names, key=lambda name: name != DEFAULT_LIST_POLICY)
+
+
 def list_policy_names() -> list[str]:
     return sorted(_REGISTRY)
 

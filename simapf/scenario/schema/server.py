@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY
+from simapf.apf.estimators.registry import DEFAULT_LIST_POLICY, shipped_policy_names
 from simapf.scenario.schema.base import MAX_LIST_ITEMS, MAX_NAME_LENGTH, Integer, Number, NumberAsText, Seconds, StrictModel
 from simapf.server.params import FeatureGates, GogcSpelling, parameter_default, parameter_type
 
@@ -320,8 +320,8 @@ class Estimator(StrictModel):
     list_policy: str = Field(
         DEFAULT_LIST_POLICY,
         description=(
-            "How LIST (and WatchList initialisation) seats are computed: upstream, size-based, count-based, "
-            "constant, etcd-uncapped, streamed-cache-cap, borrowing-aware, or 'package.module:Class' for your own. "
+            f"How LIST (and WatchList initialisation) seats are computed: {', '.join(shipped_policy_names())}, "
+            "or 'package.module:Class' for your own. "
             "Your own class is Python code that runs with your rights: a scenario file that names one is "
             "trusted input, like a conftest.py. The module is imported when a run starts, never while a scenario is "
             "only read or checked, and never on a Dask worker unless the sweep allows it (--allow-user-code)."

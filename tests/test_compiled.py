@@ -86,3 +86,38 @@ def test_compile_clean_with_nothing_built_says_so():
 
     result = CliRunner().invoke(main, ["compile", "--clean"])
     assert result.exit_code == 0 and "nothing compiled: simapf runs pure Python" in result.output
+
+
+def test_mypyc_translates_the_compiled_core():
+    # mypyc's half of `simapf compile` (the slow test above builds it whole): a module of the
+    # core that mypyc cannot compile fails the fast suite, not only the long checks.
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    result = CliRunner().invoke(main, ["compile", "--check"])
+    assert result.exit_code == 0, result.output
+    assert f"mypyc translates the {len(compiled_core.MODULES)} modules" in result.output
+    assert compiled_core.compiled() == "pure"  # nothing was built beside the sources
+
+
+@pytest.mark.slow
+def test_a_module_mypyc_cannot_compile_fails_the_check(tmp_path: Path):
+    copy = tmp_path / "simapf"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "_compiled.sha256"))
+    # Valid Python that mypy accepts and mypyc refuses: a native class cannot subclass int.
+    with open(copy / "engine" / "clock.py", "a") as source:
+        source.write("\n\nclass _Broken(int):\n    pass\n")
+    with pytest.raises(compiled_core.CompileError, match="mypyc cannot translate") as raised:
+        compiled_core.translate(copy)
+    # Its output, which `--debug` shows, names the line and mypyc's reason.
+    assert "engine/clock.py:" in raised.value.detail and "Inheriting from most builtin types" in raised.value.detail
+
+
+def test_compile_check_and_clean_do_not_go_together():
+    from click.testing import CliRunner
+
+    from simapf.cli import main
+
+    result = CliRunner().invoke(main, ["compile", "--check", "--clean"])
+    assert result.exit_code == 2 and "--clean and --check do not go together" in result.output

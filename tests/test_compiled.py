@@ -16,6 +16,7 @@ import pytest
 from simapf import compiled_core
 
 TESTS = Path(__file__).resolve().parent
+GOLDEN = TESTS / "simulation"  # test_golden_runs: the runs and their stored summaries
 PACKAGE = Path(compiled_core.__file__).resolve().parent
 
 # Runs in the compiled copy: each golden run's summary, and where the modules came from.
@@ -51,12 +52,13 @@ def test_the_compiled_core_gives_the_golden_summaries(tmp_path: Path):
     assert compiled_core.last_build_seconds(copy) > 0
     out = tmp_path / "summaries"
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(GOLDEN), str(TESTS)])}
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env, cwd=tmp_path,
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     modules = json.loads(done.stdout.splitlines()[-1])
     assert all(m.startswith(str(copy)) and m.endswith(".so") for m in modules), modules
+    sys.path.insert(0, str(GOLDEN))
     from test_golden_runs import RUNS, STORED
 
     for name, _scenario, _overrides in RUNS:

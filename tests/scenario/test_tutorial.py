@@ -15,7 +15,7 @@ TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 SETUP = "python3 -m venv"  # the install block: the test runs in the installed environment already
 # Programs the tutorial hands a run to, which simapf does not install: a command of theirs runs
-# where they are installed (tests/test_export.py checks promtool's load of an export the same way).
+# where they are installed (tests/outputs/test_export.py checks promtool's load of an export the same way).
 OTHER_TOOLS = ("promtool",)
 
 

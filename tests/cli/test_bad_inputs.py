@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 SCENARIOS = HERE / "data" / "scenarios" / "bad"
 INPUTS = HERE / "data" / "bad-inputs"
 

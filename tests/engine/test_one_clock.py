@@ -13,7 +13,7 @@ from pathlib import Path
 from simapf.engine.clock import Clock, EventLoop, Phase
 from simapf.engine.environment import Environment
 
-PACKAGE = Path(__file__).resolve().parents[1] / "simapf"
+PACKAGE = Path(__file__).resolve().parents[2] / "simapf"
 ENGINE = PACKAGE / "engine" / "environment.py"
 
 # Other ways to schedule, and reads of SimPy's private fields (another object's: a component's

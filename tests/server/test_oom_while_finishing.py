@@ -10,7 +10,7 @@ import simapf
 def test_a_request_the_next_ones_oom_kill_ended_is_answered_once():
     """Finishing a request dispatches the next, which can OOM-kill the process and so end the
     first: it is answered once, and every attempt is accounted for."""
-    s = simapf.run(simapf.load_scenario(Path(__file__).parent / "data" / "scenarios" / "oom-while-finishing.yaml"),
+    s = simapf.run(simapf.load_scenario(Path(__file__).parents[1] / "data" / "scenarios" / "oom-while-finishing.yaml"),
                    cache=False).summary  # fmt: skip
     assert [d["reason"] for d in s["deaths"]] == ["oom", "oom"]
     for c in s["clients"]:

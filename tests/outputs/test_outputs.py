@@ -176,7 +176,7 @@ def test_sigterm_while_writing_leaves_no_temporary_entry(scenario, tmp_path):
 def _sweep_file(tmp_path: Path, rates: list[float]) -> Path:
     import sys as _sys
 
-    _sys.path.insert(0, str(Path(__file__).parent / "sweep"))
+    _sys.path.insert(0, str(Path(__file__).parents[1] / "sweep"))
     from sweephelp import SMALL, write_sweep
 
     sweep = {"base": "scenario.yaml", "factors": {"clients.listers.rate_per_s": rates},

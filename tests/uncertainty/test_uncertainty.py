@@ -27,7 +27,7 @@ from simapf.uncertainty.model_error import (
     regime_of,
 )
 
-TINY = Path(__file__).parent / "data" / "bad-commands" / "_files" / "tiny.yaml"
+TINY = Path(__file__).parents[1] / "data" / "bad-commands" / "_files" / "tiny.yaml"
 
 
 def _residual(i: int, r: float, source: str = "a", path: str = "etcd", size: str = "under 1 MB",

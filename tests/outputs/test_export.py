@@ -224,7 +224,7 @@ def test_the_metadata_the_docs_quote_is_the_tables():
 
     from simapf.outputs.metric_help import FAMILIES, family_name
 
-    quoted = _metadata((Path(__file__).resolve().parents[1] / "docs" / "tutorial.md").read_text())
+    quoted = _metadata((Path(__file__).resolve().parents[2] / "docs" / "tutorial.md").read_text())
     assert quoted
     by_family = {family_name(series, f): f for series, f in FAMILIES.items()}
     for name, meta in quoted.items():

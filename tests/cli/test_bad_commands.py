@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 REPO = HERE.parent
 CORPUS = HERE / "data" / "bad-commands"
 FILES = CORPUS / "_files"

@@ -18,7 +18,7 @@ import simapf
 from simapf.outputs.export import openmetrics_text
 from simapf.outputs.rundir import write_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "examples" / "grafana" / "relist-storm-dashboard.json"
 
 # The relist storm compressed: every informer starts within 10 s against a server that admits

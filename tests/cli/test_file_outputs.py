@@ -27,7 +27,7 @@ import simapf.files as files
 from simapf.cli import main
 from simapf.files import OUTPUT_MARKER, STAGING_PREFIX
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 TINY = HERE / "data" / "bad-commands" / "_files" / "tiny.yaml"
 RUN_FILES = {"summary.json", "series.parquet", "series.csv", "latency.csv", "client_latency.csv",
              "priority_levels.csv", "histograms.parquet", "overview.png", "overview.svg",

@@ -24,7 +24,7 @@ from simapf.server import CachedResource, ResourceModel, ServerParams
 from simapf.server.costs import cache_bytes
 from simapf.simulation.summary_text import format_summary
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRAPES = (1, 2, 5, 15)
 
 # Per summary key, the parts that depend on observation by design.

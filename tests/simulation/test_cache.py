@@ -24,7 +24,7 @@ from simapf.cli import main
 from simapf.sweeps.measure import RunTask, row_key
 from simapf.outputs.rundir import write_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "bad-commands" / "_files" / "tiny.yaml"
 
 

@@ -24,7 +24,7 @@ from simapf.jobs.budget import BUDGET_EXIT, OVERRUN_FRACTION, OVERRUN_MIN_S
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET_S = 90.0
 WITHIN = 2.0  # how far an estimate may be from what was measured, either way
 

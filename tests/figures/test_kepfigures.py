@@ -14,7 +14,7 @@ from simapf.cli import main
 from simapf.errors import ConfigError
 from simapf.figures.kepfigures import check, load_spec, make
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = (ROOT / "scenarios" / "list-experiment.yaml").read_text()
 
 

@@ -17,7 +17,7 @@ from simapf.uncertainty.contrast import contrast, residual_pairs
 from simapf.uncertainty.intervals import interval, limit_of, within
 from simapf.uncertainty.model_error import Band, NoBand
 
-TINY = Path(__file__).parent / "data" / "bad-commands" / "_files" / "tiny.yaml"
+TINY = Path(__file__).parents[1] / "data" / "bad-commands" / "_files" / "tiny.yaml"
 
 
 def _band(residuals, sources, kind: str = "memory") -> Band:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import simapf
 from simapf.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cluster"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster"
 SCRAPED_AT = 1763716400  # a day after the example's process_start_time_seconds
 
 
@@ -183,7 +183,7 @@ def test_rejected_requests_are_not_counted_twice(tmp_path):
 
 # A day of a cluster's artefacts (a copy of examples/cluster/, kept as the test's own): its
 # apiserver rejected 80 requests (429) in that day.
-A_DAY = Path(__file__).resolve().parent / "data" / "import" / "cluster-a-day"
+A_DAY = Path(__file__).resolve().parents[1] / "data" / "import" / "cluster-a-day"
 
 
 def test_an_imported_cluster_starts_in_its_steady_state(tmp_path):

@@ -429,7 +429,7 @@ def test_without_progress_there_is_no_estimate(tmp_path):
 
 def docs_estimate_lines() -> dict[str, str]:
     """The example estimate lines of docs/compare-and-sweep.md, by command."""
-    text = (Path(__file__).parents[1] / "docs" / "compare-and-sweep.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[2] / "docs" / "compare-and-sweep.md").read_text(encoding="utf-8")
     block = text.split("## Estimates and time budgets", 1)[1].split("```\n", 2)[1]
     return {line.split()[1].rstrip(":"): line for line in block.splitlines() if line.startswith("simapf: ")}
 
@@ -445,7 +445,7 @@ def test_the_docs_example_estimates_count_the_shipped_work_as_the_commands_do():
     from simapf.search import check_trials, load_optimize_spec
     from simapf.sweeps.spec import load_sweep_spec
 
-    repo = Path(__file__).parents[1]
+    repo = Path(__file__).parents[2]
     lines = docs_estimate_lines()
     sweep = load_sweep_spec(repo / "sweeps" / "policies-size-qps.yaml")
     assert f": about {len(sweep.runs):,} runs, " in lines["sweep"]

@@ -1,7 +1,7 @@
 """Runs whose results must not move when the engine changes: a fixed set of scenarios' summaries,
 compared with stored values byte for byte (their JSON). An engine change that is meant to leave
 results alone (speed, structure) must pass this; a change of the model itself regenerates the
-stored files on purpose (`python tests/test_golden_runs.py`) and says so in its commit.
+stored files on purpose (`python tests/simulation/test_golden_runs.py`) and says so in its commit.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 import simapf
 
-ROOT = Path(__file__).resolve().parents[1]
-STORED = Path(__file__).resolve().parent / "data" / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+STORED = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 # (name, scenario file or None for the built-in default, overrides): together they pass through
 # etcd and the watch cache, streamed and whole encoding, informers, relists, WatchList, writers,

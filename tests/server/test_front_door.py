@@ -12,7 +12,7 @@ from simapf.engine.environment import Environment
 from simapf.server.params import ServerParams
 from simapf.server.runtime import OK, SimulatedAPIServer
 
-PACKAGE = Path(__file__).resolve().parents[1] / "simapf"
+PACKAGE = Path(__file__).resolve().parents[2] / "simapf"
 SERVER = PACKAGE / "server"
 MS = 1_000_000
 

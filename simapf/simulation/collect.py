@@ -184,7 +184,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
         window = [v for t, v in rss if e.at_s <= t <= nxt]
         # OOM kills in [at_s, the next event), the last window to the end of the run inclusive.
-        kills = [d for d in sim.balancer.deaths
+        kills = [d for d in sim.cluster.deaths
                  if d.reason == "oom" and e.at_s <= d.at_s and (d.at_s < nxt or nxt == duration)]  # fmt: skip
         events.append({
             "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
@@ -295,7 +295,7 @@ def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.Data
         },  # fmt: skip
         "replicas": [_replica_summary(sim, snap, figures) for snap, figures in zip(snaps, per_replica)],
         # Every process death in time order: which replica, why, and what moved to the others.
-        "deaths": [d.as_dict() for d in sim.balancer.deaths],
+        "deaths": [d.as_dict() for d in sim.cluster.deaths],
         "requests": {"total": sum(completed.values()), "by_outcome": completed,
                      "rejected_share": completed.get("rejected", 0) / max(1, sum(completed.values()))},
         # What the LISTs served (WatchList's initial events too), by serving path.

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.simulation.histograms import Histograms
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
-from simapf.workload.cluster import GONE
+from simapf.workload.cluster import GONE, Death
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -110,8 +110,7 @@ class Recorder:
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
         self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
         self.replica_labels = [str(i) for i in range(n)] if n > 1 else [""]
-        for i, server in enumerate(cluster.servers):
-            server.on_death(partial(self._killed, i))
+        cluster.on_replica_death(self._killed)
 
     # ------------------------------------------------------------------ true peaks
 
@@ -325,11 +324,10 @@ class Recorder:
             add(t, "simapf_client_connections", self.cluster.balancer.connections[i], replica=replica)
         return snap.up and snap.state == "up", rejected
 
-    def _killed(self, i: int, now_ns: int) -> None:
-        snap = self.cluster.servers[i].snapshot()
-        if snap.last_down_reason == "oom":
-            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, snap.rss_at_oom_bytes)
-            self.oom_demand = max(self.oom_demand or 0.0, snap.oom_demand_bytes)
+    def _killed(self, death: Death) -> None:
+        if death.rss_bytes is not None and death.demand_bytes is not None:  # an OOM kill
+            self.rss_at_oom_kill = max(self.rss_at_oom_kill or 0.0, death.rss_bytes)
+            self.oom_demand = max(self.oom_demand or 0.0, death.demand_bytes)
 
     def recovery_s(self, from_s: float) -> float | None:
         """Seconds from `from_s` until the first healthy scrape (up, caches ready, network up,

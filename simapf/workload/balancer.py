@@ -41,24 +41,6 @@ class Connection:
         self.epoch = -1
 
 
-class Death:
-    """One replica's process died: when, why, and what it held."""
-
-    __slots__ = ("replica", "at_s", "reason", "rss_bytes", "connections", "open_watches")
-
-    def __init__(self, replica: int, at_s: float, reason: str, rss_bytes: float | None, connections: int) -> None:
-        self.replica = replica
-        self.at_s = at_s
-        self.reason = reason
-        self.rss_bytes = rss_bytes  # an OOM kill: what the process had then (at most the limit)
-        self.connections = connections  # client connections it held: they move to the others
-        self.open_watches = 0  # filled in by the cluster, which holds the watches
-
-    def as_dict(self) -> dict:
-        return {"replica": self.replica, "at_s": self.at_s, "reason": self.reason, "rss_bytes": self.rss_bytes,
-                "connections": self.connections, "open_watches": self.open_watches}  # fmt: skip
-
-
 class LoadBalancer:
     def __init__(self, servers: list["SimulatedAPIServer"], policy: str = "round-robin",
                  health_check_s: float = 0.0, goaway_chance: float = 0.0,
@@ -75,10 +57,8 @@ class LoadBalancer:
         self.connections = [0] * n  # open client connections per replica
         self.goaways = 0
         self.epoch = 0  # bumped when the network fails: every connection breaks
-        self.deaths: list[Death] = []
         self._turn = 0
         for i, server in enumerate(servers):
-            server.on_death(partial(self._died, i))
             server.on_restart(partial(self._changed, i))
 
     # ------------------------------------------------------------------ routing
@@ -140,11 +120,8 @@ class LoadBalancer:
 
     # ------------------------------------------------------------------ health
 
-    def _died(self, i: int, now_ns: int) -> None:
-        snap = self.servers[i].snapshot()
-        reason = snap.last_down_reason or "killed"
-        rss = snap.rss_at_oom_bytes if reason == "oom" else None
-        self.deaths.append(Death(i, now_ns / NS_PER_S, reason, rss, self.connections[i]))
+    def replica_died(self, i: int, now_ns: int) -> None:
+        """Replica `i`'s process died (the cluster tells, from its one death hook)."""
         self.connections[i] = 0  # every connection went with the process
         self._changed(i, now_ns)
 

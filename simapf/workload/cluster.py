@@ -69,6 +69,26 @@ class OpenWatch:
         self.by_node = False
 
 
+class Death:
+    """One replica's process died: when, why, and what it held."""
+
+    __slots__ = ("replica", "at_s", "reason", "rss_bytes", "demand_bytes", "connections", "open_watches")
+
+    def __init__(self, replica: int, at_s: float, reason: str, rss_bytes: float | None, demand_bytes: float | None,
+                 connections: int, open_watches: int) -> None:  # fmt: skip
+        self.replica = replica
+        self.at_s = at_s
+        self.reason = reason
+        self.rss_bytes = rss_bytes  # an OOM kill: what the process had then (at most the limit)
+        self.demand_bytes = demand_bytes  # an OOM kill: what the allocation that did not fit asked for
+        self.connections = connections  # client connections it held: they move to the others
+        self.open_watches = open_watches  # watches it served: they break, and their informers relist
+
+    def as_dict(self) -> dict:
+        return {"replica": self.replica, "at_s": self.at_s, "reason": self.reason, "rss_bytes": self.rss_bytes,
+                "connections": self.connections, "open_watches": self.open_watches}  # fmt: skip
+
+
 class Cluster:
     def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
@@ -90,6 +110,10 @@ class Cluster:
         self._last_stats_ns = 0
         # Each sees every request the apiserver answered, in the order they were added.
         self.observers: list[Done] = []
+        # The one log of the replicas' deaths, and who hears of each (after the cluster's own
+        # bookkeeping: connections closed, watches broken).
+        self.deaths: list[Death] = []
+        self._death_observers: list[Callable[[Death], None]] = []
         for i, server in enumerate(servers):
             server.on_death(partial(self._server_died, i))
         self.params = servers[0].params
@@ -404,11 +428,25 @@ class Cluster:
         for w in broken:
             w.on_broken(reason)
 
-    def _server_died(self, replica: int, _now_ns: int) -> None:
-        deaths = self.balancer.deaths
-        if deaths and deaths[-1].replica == replica:
-            deaths[-1].open_watches = self.open_watches(replica)
+    def on_replica_death(self, observer: Callable[[Death], None]) -> None:
+        """`observer(death)` hears of every replica death, once the cluster has written it in
+        `deaths`, closed the replica's connections and broken its watches."""
+        self._death_observers.append(observer)
+
+    def _server_died(self, replica: int, now_ns: int) -> None:
+        # The apiserver has failed what it held (its own hook runs first: it registers it when
+        # built); the log, the balancer, the watches and then the observers, in this order.
+        snap = self.servers[replica].snapshot()
+        reason = snap.last_down_reason or "killed"
+        oom = reason == "oom"
+        death = Death(replica, now_ns / NS_PER_S, reason, snap.rss_at_oom_bytes if oom else None,
+                      snap.oom_demand_bytes if oom else None, self.balancer.connections[replica],
+                      self.open_watches(replica))  # fmt: skip
+        self.deaths.append(death)
+        self.balancer.replica_died(replica, now_ns)
         self.break_watches("server-died", replica)
+        for observer in self._death_observers:
+            observer(death)
 
     def fan_out(self, resource: str, namespace: str, object_bytes: float, encoding: Encoding) -> None:
         """A write succeeded: its event goes to every watch that selects it, on every replica

@@ -7,6 +7,7 @@ A scenario client is a group of `count` instances, each an actor of its own
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from typing import Callable
 
@@ -257,7 +258,7 @@ class MutatorInstance(Instance):
         self.gaps = PoissonGaps(stream(self.ctx.seed, spec.name, self.index, "arrivals"), NS_PER_S / spec.rate_per_s)
         self.verbs = list(spec.mix)
         w = np.array([spec.mix[v] for v in self.verbs], dtype=float)
-        self.cum = np.cumsum(w / w.sum())
+        self.cum: list[float] = np.cumsum(w / w.sum()).tolist()  # bisect on a list: numpy is slow on scalars
         self.objects = self.group.resource(spec.resource)
         self.ctx.clock.at(self.ctx.clock.now + self.gaps.next_ns(), self._arrive, None, ARRIVAL)
 
@@ -265,7 +266,7 @@ class MutatorInstance(Instance):
         if not self.active:
             return
         spec: MutatorClient = self.group.spec
-        verb = self.verbs[int(np.searchsorted(self.cum, self.rng.random(), side="right").clip(0, len(self.verbs) - 1))]
+        verb = self.verbs[min(bisect_right(self.cum, self.rng.random()), len(self.verbs) - 1)]
         ns = self.pick_namespace(spec.resource, spec.namespace)
         objs = self.objects
         if verb == "create":
@@ -364,6 +365,7 @@ class ClientGroup:
         self.stats = ClientStats()
         self.resource = resolve_resource
         self.instances: list[Instance] = []
+        self.active_count = 0  # instances launched and not stopped (kept, not recounted: it is read at every scrape)
         self.iterations_left = getattr(spec, "iterations", None)
         self.outstanding = 0  # open-loop requests holding a max_in_flight slot
         self.held: deque[Instance] = deque()  # open-loop arrivals waiting for a slot, oldest first
@@ -388,6 +390,7 @@ class ClientGroup:
     def _launch_at(self, delay_ns: int) -> None:
         inst = self._cls(self, len(self.instances))
         self.instances.append(inst)
+        self.active_count += 1  # an instance is active from its launch until it stops
         clock = self.ctx.clock
         clock.at(clock.now + delay_ns, lambda _: inst.start() if inst.active else None, None, ARRIVAL)
 
@@ -398,10 +401,6 @@ class ClientGroup:
             self._launch_at(0)
         for inst in reversed(live[n:] if n < len(live) else []):
             inst.stop()
-
-    @property
-    def active_count(self) -> int:
-        return sum(1 for x in self.instances if x.active)
 
     @property
     def informers_watching(self) -> int:

@@ -109,6 +109,7 @@ class Group(Protocol):
     resource: Callable[[str], ResourceObjects]
     iterations_left: int | None  # closed-loop: iterations its instances may still start (None: no end)
     outstanding: int  # open-loop: requests holding a `max_in_flight` slot
+    active_count: int  # instances launched and not stopped
     held: deque[Instance]  # open-loop: arrivals waiting for a slot, oldest first
 
 
@@ -156,6 +157,8 @@ class Instance:
         raise NotImplementedError
 
     def stop(self) -> None:
+        if self.active:
+            self.group.active_count -= 1
         self.active = False
         self.requester.active = False
         self.ctx.cluster.balancer.disconnect(self.requester.conn)

@@ -15,6 +15,7 @@ from simapf.bench.observe import result
 from simapf.bench.plan import bench_plan
 from simapf.bench.sampler import Samples, parse_metrics
 from simapf.scenario import load_scenario
+from simapf.simulation.summary_model import validate
 from simapf.simulation.summary_text import format_summary
 from simapf.uncertainty.figures import figure_values
 
@@ -84,6 +85,7 @@ def _keys(x, prefix=""):
 def test_a_measured_summary_has_the_simulated_keys_for_what_it_measured():
     measured = result(readings(), load_scenario(SMOKE)).summary
     simulated = simapf.run(load_scenario(SMOKE)).summary
+    validate(measured), validate(simulated)  # one schema for both
     assert measured["measured"] is True and "measured" not in simulated
     simulated_keys = set(_keys(simulated))
     extra = {k for k in _keys(measured) if not k.startswith((".bench", ".measured"))} - simulated_keys
@@ -120,6 +122,7 @@ def test_the_figures_are_read_as_the_docstring_says():
 def test_a_death_is_counted_as_a_simulated_one_is():
     deaths = [Death(5.0, "oom-killed", 700_000_000, restarted_at_s=9.0), Death(12.0, "oom-killed", 701_000_000)]
     s = result(readings(deaths), load_scenario(SMOKE)).summary
+    validate(s)
     assert s["process"] == {"oom_kills": 2, "kills": 2, "restarts": 1, "down_s": pytest.approx(4.0 + 8.0)}
     assert s["memory"]["oom_killed"] and s["memory"]["rss_at_oom_kill_bytes"] == 700_000_000
     assert [d["at_s"] for d in s["deaths"]] == [5.0, 12.0]

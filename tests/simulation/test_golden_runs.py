@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import simapf
+from simapf.simulation.summary_model import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -39,6 +40,7 @@ def summary_text(scenario: str | None, overrides: dict) -> str:
     """The run's summary as stable JSON: everything but how long it took and which build ran it."""
     loaded = simapf.load_scenario(ROOT / scenario if scenario else None, overrides)
     summary = dict(simapf.run(loaded).summary)
+    validate(summary)  # the summary model's schema holds for every golden run
     for volatile in ("wall_s", "simapf_version", "source"):
         summary.pop(volatile, None)
     summary["provenance"] = {k: v for k, v in summary["provenance"].items()

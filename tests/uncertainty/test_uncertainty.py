@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import simapf
+from simapf.simulation.summary_model import validate
 from simapf.uncertainty.coverage import beyond, covered, run_inputs
 from simapf.uncertainty.draws import PRIOR_SD, covariance, draw_parameters
 from simapf.uncertainty.figures import headline_figures, kind_of
@@ -115,6 +116,7 @@ def test_every_headline_figure_gets_its_interval_beside_it(tiny_summary):
     rows = [{f.key: float(f.holder[f.field]) * k for f in figures} for k in (0.9, 1.1)]
     pool = [_residual(i, 0.01 * i - 0.1, path="cache", size="under 1 MB") for i in range(25)]
     attach(summary, rows, pool=pool)
+    validate(summary)  # the intervals and the uncertainty section are the summary model's
     for f in headline_figures(summary):
         iv = f.holder[f"{f.field}_interval"]
         assert iv["level"] == 0.9 and set(iv["parts"]) == {"parameters", "model_error"}

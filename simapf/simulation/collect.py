@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
 from simapf.version import __version__
-from simapf.apf.types import NS_PER_S
-from simapf.simulation.observe import LABELS, RECORD_FIELDS, ProcessReading, Recorder, scraped_peak
+from simapf.simulation import recorded
+from simapf.simulation.observe import LABELS, RECORD_FIELDS, Recorder
 from simapf.provenance import provenance
 from simapf.simulation.result import Result
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
-from simapf.server.params import ServerParams
+from simapf.server import sections
 from simapf.server.runtime import APIServerSnapshot, SimulatedAPIServer, by_level, by_level_and_reason
 from simapf.workload.balancer import LoadBalancer
 from simapf.uncertainty.coverage import beyond, run_inputs
@@ -130,9 +130,9 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
     `requests` counts them; those still executing at the end are dispatched, not yet ended), how
     many APF dispatched and how many it rejected."""
     names = [g.name for g in snaps[0].levels]
-    dispatched_by_level = _summed(by_level(s.dispatched_by_flow) for s in snaps)
-    rejected_by_level = _summed(by_level_and_reason(s.rejected_by_flow) for s in snaps)
-    ended_by_level = _summed(s.ended_by_level for s in snaps)
+    dispatched_by_level = sections.summed(by_level(s.dispatched_by_flow) for s in snaps)
+    rejected_by_level = sections.summed(by_level_and_reason(s.rejected_by_flow) for s in snaps)
+    ended_by_level = sections.summed(s.ended_by_level for s in snaps)
     for name in list(dispatched_by_level) + [n for n, _r in rejected_by_level]:
         if name not in names:
             names.append(name)
@@ -156,160 +156,48 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
 
 def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.DataFrame, levels: pd.DataFrame,
              wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
-    from simapf.workload.events import event_end_s
+    """The summary (simapf.simulation.summary_model), each section written by its owner."""
+    sc, rec, params = sim.scenario, sim.recorder, sim.server.params  # every replica's params
+    duration, steady = sc.run.duration_s, sc.run.steady_from_s
+    per_replica = recorded.cpu_by_replica(rec, duration, steady, params.cpu.procs)
+    cpu = recorded.cpu(per_replica, params, snaps, duration)
+    by_verb = _by_client_and_verb(client_latency)
+    figures = _whole_bytes({
+        "simapf_version": __version__, "scenario_name": sc.name, "seed": sc.run.seed, "source": sim.loaded.source,
+        "duration_s": duration, "wall_s": round(wall_s, 3),
+        "memory": recorded.memory(rec, params, steady),
+        "cpu": cpu,
+        "etcd": sections.etcd(params, snaps[0], rec.etcd_busy_s_at_steady, cpu["mean_cores_steady"] / params.cpu.cores,
+                              duration, steady),
+        "admission_webhooks": sections.admission(sim.server),
+        "process": sections.process(snaps),
+        "replicas": [{"replica": snap.replica, **recorded.replica_peaks(rec, snap.replica),
+                      "mean_cores": own_cpu["mean_cores"], **sections.replica(snap),
+                      "connections_at_end": sim.balancer.connections[snap.replica],
+                      "open_watches_at_end": sim.cluster.open_watches(snap.replica)}
+                     for snap, own_cpu in zip(snaps, per_replica)],
+        "deaths": [d.as_dict() for d in sim.cluster.deaths],  # every process death in time order
+        "requests": sections.requests(snaps),
+        "lists": recorded.lists(rec),
+        "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
+        "latency": latency.to_dict("records"),
+        "clients": [g.summary_row(by_verb.get(g.spec.name, {})) for g in sim.groups.values()],
+        "events": recorded.events(rec, sc, sim.cluster.deaths),
+        "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
+        "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
+    })  # fmt: skip
+    # What made these numbers: the build, the resolved scenario, the calibration, the seed.
+    return {**figures, "provenance": provenance(scenario, params, [sc.run.seed]), "scenario": scenario}
 
-    sc = sim.scenario
-    server = sim.server
-    params = server.params  # every replica's
-    rec = sim.recorder
-    duration = sc.run.duration_s
-    steady = sc.run.steady_from_s
-    # With several replicas, per-process figures are per replica: means over the replicas, peaks
-    # the highest replica's (what its limits are compared with); `replicas` gives each.
-    procs = params.cpu.procs
-    per_replica = [_replica_figures(readings, duration, steady, cpu_at_steady, procs)
-                   for readings, cpu_at_steady in zip(rec.readings, rec.cpu_seconds_at_steady)]  # fmt: skip
-    # Every replica's scraped RSS, scrape by scrape: (time, bytes).
-    rss = [(r.t_s, r.rss_bytes) for scrape in zip(*rec.readings) for r in scrape]
-    rss_steady = np.array([v for t, v in rss if t >= steady])
-    by_class = {}
+
+def _by_client_and_verb(client_latency: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """client_latency.csv's rows, by client and verb."""
+    by_class: dict[str, dict[str, dict[str, Any]]] = {}
     for row in client_latency.to_dict("records"):
         # JSON has no infinity: a class that never had 99 % of its requests succeed has p99_ok_s null.
         row["p99_ok_s"] = row["p99_ok_s"] if math.isfinite(row["p99_ok_s"]) else None
         by_class.setdefault(row.pop("client"), {})[row.pop("verb")] = row
-
-    events = []
-    for i, e in enumerate(sc.events):
-        end = event_end_s(e)
-        nxt = min([x.at_s for x in sc.events if x.at_s > e.at_s] + [duration])
-        window = [v for t, v in rss if e.at_s <= t <= nxt]
-        # OOM kills in [at_s, the next event), the last window to the end of the run inclusive.
-        kills = [d for d in sim.cluster.deaths
-                 if d.reason == "oom" and e.at_s <= d.at_s and (d.at_s < nxt or nxt == duration)]  # fmt: skip
-        events.append({
-            "index": i, "kind": e.kind, "at_s": e.at_s, "end_s": end,
-            "recovery_s": rec.recovery_s(end),
-            "peak_rss_bytes_until_next_event": (
-                rec.true_peaks(from_ns=int(e.at_s * NS_PER_S), until_ns=int(nxt * NS_PER_S))[0]
-                if e.at_s < duration else None),
-            "scraped_peak_rss_bytes_until_next_event": (
-                scraped_peak(window, sc.run.scrape_interval_s, None) if window else None),
-            "oom_kills_until_next_event": len(kills),
-        })  # fmt: skip
-
-    clients = []
-    for g in sim.groups.values():
-        s = g.stats
-        # Every attempt is accounted for: attempts = sum(outcomes) + retries_after_429 +
-        # in_flight_at_end, for the client and for each of its verbs (`attempts_by_verb`;
-        # `abandoned`: answers that came to an instance which had stopped, never read).
-        abandoned = sum(c.abandoned for c in s.by_verb.values())
-        outcomes = dict(s.outcomes, **({"abandoned": abandoned} if abandoned else {}))
-        row = {
-            "client": g.spec.name, "kind": g.spec.kind, "instances": g.active_count,
-            "attempts": s.attempts, "outcomes": dict(sorted(outcomes.items())), "retries_after_429": s.retries,
-            "in_flight_at_end": sum(c.in_flight for c in s.by_verb.values()),
-        }  # fmt: skip
-        if g.spec.kind == "informer":
-            row.update(lists=s.lists, relists=s.relists, watch_breaks=s.watch_breaks, gone_410=s.gone)
-        if g.spec.kind == "discovery" and s.run_durations_ns:
-            d = np.asarray(s.run_durations_ns) / NS_PER_S
-            row.update(runs=s.runs, run_p50_s=float(np.percentile(d, 50)), run_max_s=float(d.max()))
-        if s.throttle_wait_ns and s.attempts:
-            row["mean_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S / s.attempts
-        if s.processing_ns:
-            # Worker time the instances spent on their responses (clients.processing); discovery
-            # run durations already include it.
-            row["processing_busy_s"] = s.processing_ns / NS_PER_S
-        # Per verb, the logical requests as the client saw them (client_latency.csv), and what
-        # became of their attempts.
-        row["by_verb"] = by_class.get(g.spec.name, {})
-        row["attempts_by_verb"] = {
-            verb: {"attempts": c.sent, "outcomes": c.outcomes + c.abandoned, "abandoned": c.abandoned,
-                   "retries_after_429": c.retries, "in_flight_at_end": c.in_flight}
-            for verb, c in sorted(s.by_verb.items())
-        }  # fmt: skip
-        clients.append(row)
-
-    completed = _summed(s.completed for s in snaps)
-    n_replicas = len(snaps)
-    figures = _whole_bytes({
-        "simapf_version": __version__,
-        "scenario_name": sc.name,
-        "seed": sc.run.seed,
-        "source": sim.loaded.source,
-        "duration_s": duration,
-        "wall_s": round(wall_s, 3),
-        # Peaks: the true ones (the model's, exact), and `scraped_*` the highest scrape, what
-        # Prometheus scraping every run.scrape_interval_s would show.
-        "memory": {
-            "peak_rss_bytes": rec.peak_rss,
-            "peak_heap_inuse_bytes": rec.peak_heap,
-            "scraped_peak_rss_bytes": rec.scraped_peak_rss,
-            "scraped_peak_heap_inuse_bytes": rec.scraped_peak_heap,
-            "memory_limit_bytes": params.process.memory_limit_bytes,
-            "steady_state_from_s": steady,
-            "peak_rss_steady_bytes": rec.peak_rss_steady,
-            "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady,
-            "oom_killed": rec.rss_at_oom_kill is not None,
-            "rss_at_oom_kill_bytes": rec.rss_at_oom_kill,
-            "oom_demand_bytes": rec.oom_demand,
-            "mean_rss_steady_bytes": float(rss_steady.mean()) if len(rss_steady) else None,
-            "peak_heap_steady_bytes": rec.peak_heap_steady,
-            "scraped_peak_heap_steady_bytes": rec.scraped_peak_heap_steady,
-        },
-        "cpu": {
-            "mean_cores": sum(r["mean_cores"] for r in per_replica) / n_replicas,
-            "peak_cores": max(r["peak_cores"] for r in per_replica),
-            "cores": params.cpu.cores,
-            "mean_cores_steady": sum(r["mean_cores_steady"] for r in per_replica) / n_replicas,
-            # The Go GC's CPU as the runtime's metrics count it (/cpu/classes/gc, in P-seconds a
-            # second: the Ps its workers hold, whether or not the OS runs them), all classes, and
-            # by class: dedicated and fractional workers, assists, idle mark workers (which only
-            # take Ps nothing else wanted). The compulsory part (dedicated + assists) is what the
-            # CPU limiter counts: it holds it near half of the Ps not idle over a window of its
-            # bucket (a scrape interval's peak may pass that a little), and what gctrace's
-            # percentage and GCCPUFraction give over the run (`gc_cpu_fraction`).
-            "gc_mean_cores": sum(r["gc_mean_cores"] for r in per_replica) / n_replicas,
-            "gc_peak_cores": max(r["gc_peak_cores"] for r in per_replica),
-            "gc_dedicated_mean_cores": sum(r["gc_dedicated_mean_cores"] for r in per_replica) / n_replicas,
-            "gc_assist_mean_cores": sum(r["gc_assist_mean_cores"] for r in per_replica) / n_replicas,
-            "gc_idle_mark_mean_cores": sum(r["gc_idle_mark_mean_cores"] for r in per_replica) / n_replicas,
-            "gc_compulsory_peak_cores": max(r["gc_compulsory_peak_cores"] for r in per_replica),
-            "gc_cpu_fraction": sum(r["gc_cpu_fraction"] for r in per_replica) / n_replicas,
-            "gc_cycles": sum(r["gc_cycles"] for r in per_replica),
-            # Clients that read their responses on the apiserver's cores (params.client): their
-            # CPU, which the process's figures above leave out.
-            "client_mean_cores": sum(s.resources.client_cpu_seconds_total for s in snaps) / n_replicas / duration,
-        },
-        "etcd": _etcd_summary(params, snaps[0], rec.etcd_busy_s_at_steady, per_replica, duration, steady),
-        "admission_webhooks": [
-            {"name": w.spec.name, "calls": w.calls, "timeouts": w.timeouts}
-            for w in (server.admission.webhooks if server.admission is not None else [])
-        ],
-        "process": {
-            "oom_kills": sum(s.oom_kills for s in snaps),
-            "kills": sum(s.kills for s in snaps),
-            "restarts": sum(s.restarts for s in snaps),
-            "down_s": sum(s.down_ns for s in snaps) / NS_PER_S,
-        },  # fmt: skip
-        "replicas": [_replica_summary(sim, snap, figures) for snap, figures in zip(snaps, per_replica)],
-        # Every process death in time order: which replica, why, and what moved to the others.
-        "deaths": [d.as_dict() for d in sim.cluster.deaths],
-        "requests": {"total": sum(completed.values()), "by_outcome": completed,
-                     "rejected_share": completed.get("rejected", 0) / max(1, sum(completed.values()))},
-        # What the LISTs served (WatchList's initial events too), by serving path.
-        "lists": {"by_path": {path: {"requests": int(n), "bytes": b}
-                              for path, (n, b) in sorted(rec.lists_by_path.items())}},
-        "priority_levels": [{k: _nan_to_none(v) for k, v in row.items()} for row in levels.to_dict("records")],
-        "latency": latency.to_dict("records"),
-        "clients": clients,
-        "events": events,
-        "watches": {"open_at_end": sim.cluster.open_watches(), "events_delivered": sim.cluster.watch_events_total},
-        "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": sim.balancer.goaways},
-    })
-    # What made these numbers: the build, the resolved scenario, the calibration, the seed.
-    return {**figures, "provenance": provenance(scenario, params, [sc.run.seed]), "scenario": scenario}
+    return by_class
 
 
 def is_bytes_key(key: str) -> bool:
@@ -327,105 +215,3 @@ def _whole_bytes(value: Any) -> Any:
     if isinstance(value, list):
         return [_whole_bytes(v) for v in value]
     return value
-
-
-# etcd is the bottleneck of a run when, over its steady state, etcd's cores were busy at least
-# ETCD_BUSY of the time (a queue of ranges builds as its use nears 1) while the apiserver used at
-# most APISERVER_IDLE of its cores (it had room to serve more).
-ETCD_BUSY = 0.9
-APISERVER_IDLE = 0.5
-# The deployment simapf's etcd rates were fitted on (the calibration's kind node).
-FITTED_ETCD = ServerParams().etcd
-
-
-def _etcd_summary(params: ServerParams, snap: APIServerSnapshot, busy_at_steady: float,
-                  per_replica: list[dict[str, float]], duration: float, steady: float) -> dict[str, Any]:  # fmt: skip
-    """The etcd every replica read (`snap`: a replica's snapshot; one etcd serves them all, an
-    embedded one the one replica), as deployed, and how busy it was: its ranges and the
-    server-seconds they took (`busy_core_s`; `busy_at_steady` when the steady state started),
-    and the share of its cores' time (every member's) they took over the run and over the
-    steady state. An embedded etcd's ranges ran on the apiserver's cores, so it has no time of
-    its own to be busy."""
-    p = params.etcd
-    busy = snap.etcd_busy_core_s
-    own = not p.embedded
-    cores = p.members * p.concurrency  # every member's
-    busy_steady = (busy - busy_at_steady) / (cores * (duration - steady)) if own else None
-    cpu_steady = sum(r["mean_cores_steady"] for r in per_replica) / len(per_replica) / params.cpu.cores
-    return {
-        "cores": p.concurrency, "members": p.members, "member_round_trip_s": p.member_round_trip_s,
-        "embedded": p.embedded,
-        "fitted_deployment": (p.concurrency, p.members, p.embedded) == (FITTED_ETCD.concurrency, FITTED_ETCD.members,
-                                                                       FITTED_ETCD.embedded),
-        "ranges": snap.etcd_ranges,
-        "read_index_rounds": snap.etcd_read_index_rounds,
-        "busy_core_s": busy,
-        "busy_fraction": busy / (cores * duration) if own else None,
-        "busy_fraction_steady": busy_steady,
-        "apiserver_cores_fraction_steady": cpu_steady,
-        "bottleneck": busy_steady is not None and busy_steady >= ETCD_BUSY and cpu_steady <= APISERVER_IDLE,
-    }  # fmt: skip
-
-
-def _replica_figures(readings: Sequence[ProcessReading], duration: float, steady: float,
-                     cpu_at_steady: float, procs: int) -> dict[str, float]:  # fmt: skip
-    """One replica's CPU from its counters at every scrape (`readings`), its CPU counter when
-    the steady state started (`cpu_at_steady`) and its GOMAXPROCS (`procs`): means over the
-    run from the last reading, peaks the fastest rise between two scrapes."""
-    t = [r.t_s for r in readings]
-
-    def mean(counter: list[float]) -> float:
-        return counter[-1] / duration if counter else 0.0
-
-    def peak(counter: list[float]) -> float:
-        rates = [(b - a) / (t1 - t0) for a, b, t0, t1 in zip(counter, counter[1:], t, t[1:])]
-        return max(rates) if rates else 0.0
-
-    cpu = [r.cpu_s for r in readings]
-    gc_cpu = [r.gc_s for r in readings]
-    idle_mark = [r.idle_mark_s for r in readings]
-    # What the GC CPU limiter counts: every class but the idle mark workers'.
-    compulsory = [gc - idle for gc, idle in zip(gc_cpu, idle_mark)]
-    cpu_steady = cpu[-1] - cpu_at_steady if cpu else 0.0
-    return {
-        "mean_cores": mean(cpu),
-        "peak_cores": peak(cpu),
-        "mean_cores_steady": cpu_steady / (duration - steady),
-        "gc_mean_cores": mean(gc_cpu),
-        "gc_peak_cores": peak(gc_cpu),
-        "gc_dedicated_mean_cores": mean([r.dedicated_s for r in readings]),
-        "gc_assist_mean_cores": mean([r.assist_s for r in readings]),
-        "gc_idle_mark_mean_cores": mean(idle_mark),
-        "gc_compulsory_peak_cores": peak(compulsory),
-        "gc_cpu_fraction": mean(compulsory) / procs,
-        "gc_cycles": max(r.gc_cycles for r in readings) if readings else 0,
-    }
-
-
-def _summed(counts: Iterable[dict]) -> dict:
-    """Per-replica counts added up, key by key, in the order keys first appear (zeros kept)."""
-    total: dict = {}
-    for c in counts:
-        for k, n in c.items():
-            total[k] = total.get(k, 0) + n
-    return total
-
-
-def _replica_summary(sim: Finished, snap: APIServerSnapshot, figures: dict[str, float]) -> dict[str, Any]:
-    i = snap.replica
-    rec = sim.recorder
-    return {
-        "replica": i,
-        "peak_rss_bytes": rec.true_peaks(i)[0],
-        "peak_rss_steady_bytes": rec.true_peaks_steady(i)[0],
-        "scraped_peak_rss_bytes": rec.scraped_peak_rss_by_replica[i],
-        "scraped_peak_rss_steady_bytes": rec.scraped_peak_rss_steady_by_replica[i],
-        "mean_cores": figures["mean_cores"],
-        "oom_kills": snap.oom_kills, "kills": snap.kills, "restarts": snap.restarts,
-        "down_s": snap.down_ns / NS_PER_S,
-        "requests": snap.completed,
-        "openapi_v2_rebuilds": snap.openapi_v2_rebuilds,
-        "openapi_v2_rebuild_core_s": snap.openapi_v2_rebuild_core_s,
-        "connections_at_end": sim.balancer.connections[i],
-        "open_watches_at_end": sim.cluster.open_watches(i),
-    }  # fmt: skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -294,6 +294,13 @@ class MutatorInstance(Instance):
 class DiscoveryInstance(Instance):
     """kubectl on a cold discovery cache, every `interval_s` on average."""
 
+    @staticmethod
+    def summary_fields(stats: ClientStats) -> dict[str, Any]:
+        if not stats.run_durations_ns:
+            return {}
+        d = np.asarray(stats.run_durations_ns) / NS_PER_S
+        return {"runs": stats.runs, "run_p50_s": float(np.percentile(d, 50)), "run_max_s": float(d.max())}
+
     def start(self) -> None:
         spec: DiscoveryClient = self.group.spec
         self.gaps = stream(self.ctx.seed, spec.name, self.index, "arrivals")
@@ -406,6 +413,36 @@ class ClientGroup:
     def informers_watching(self) -> int:
         """Running instances that have synced and are watching (informers; 0 for other kinds)."""
         return sum(1 for x in self.instances if x.active and getattr(x, "watching", False))
+
+    def summary_row(self, by_verb: dict[str, Any]) -> dict[str, Any]:
+        """The group's row of the summary's `clients`: what became of every attempt, the
+        counters of its kind (its instance class's `summary_fields`), and `by_verb`, its logical
+        requests per verb as its instances saw them (client_latency.csv's rows)."""
+        s = self.stats
+        # Every attempt is accounted for: attempts = sum(outcomes) + retries_after_429 +
+        # in_flight_at_end, for the client and for each of its verbs (`attempts_by_verb`;
+        # `abandoned`: answers that came to an instance which had stopped, never read).
+        abandoned = sum(c.abandoned for c in s.by_verb.values())
+        outcomes = dict(s.outcomes, **({"abandoned": abandoned} if abandoned else {}))
+        row: dict[str, Any] = {
+            "client": self.spec.name, "kind": self.spec.kind, "instances": self.active_count,
+            "attempts": s.attempts, "outcomes": dict(sorted(outcomes.items())), "retries_after_429": s.retries,
+            "in_flight_at_end": sum(c.in_flight for c in s.by_verb.values()),
+        }  # fmt: skip
+        row.update(self._cls.summary_fields(s))
+        if s.throttle_wait_ns and s.attempts:
+            row["mean_throttle_wait_s"] = s.throttle_wait_ns / NS_PER_S / s.attempts
+        if s.processing_ns:
+            # Worker time the instances spent on their responses (clients.processing); discovery
+            # run durations already include it.
+            row["processing_busy_s"] = s.processing_ns / NS_PER_S
+        row["by_verb"] = by_verb
+        row["attempts_by_verb"] = {
+            verb: {"attempts": c.sent, "outcomes": c.outcomes + c.abandoned, "abandoned": c.abandoned,
+                   "retries_after_429": c.retries, "in_flight_at_end": c.in_flight}
+            for verb, c in sorted(s.by_verb.items())
+        }  # fmt: skip
+        return row
 
 
 def _ignore(_ok: bool) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.engine.clock import ARRIVAL
 from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
-from simapf.workload.clientgo import Backoff
+from simapf.workload.clientgo import Backoff, ClientStats
 from simapf.workload.cluster import GONE, OpenWatch, Position
 from simapf.workload.instance import Instance, stream, with_options
 
@@ -21,6 +23,10 @@ class InformerInstance(Instance):
     """
 
     watch = None  # its open watch; none before it starts (a ramp may stop it first)
+
+    @staticmethod
+    def summary_fields(stats: ClientStats) -> dict[str, Any]:
+        return {"lists": stats.lists, "relists": stats.relists, "watch_breaks": stats.watch_breaks, "gone_410": stats.gone}
 
     def start(self) -> None:
         spec: InformerClient = self.group.spec

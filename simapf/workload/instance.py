@@ -156,6 +156,12 @@ class Instance:
     def start(self) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def summary_fields(stats: ClientStats) -> dict[str, Any]:
+        """What the summary's row of a client of this kind adds to every client's: its own
+        counters (none here)."""
+        return {}
+
     def stop(self) -> None:
         if self.active:
             self.group.active_count -= 1

@@ -94,8 +94,8 @@ def mechanics(jobs: dict, seed: int = 1) -> tuple[int, float]:
     gaps = np.maximum(1, np.rint(np.random.default_rng(seed).exponential(NS / rate, n))).astype(int).tolist()
     env = Environment()
     clock = env.clock
-    api = ProcessorSharing(env, *jobs["api"])
-    etcd = ProcessorSharing(env, *jobs["etcd"])
+    api = ProcessorSharing(clock, *jobs["api"])
+    etcd = ProcessorSharing(clock, *jobs["etcd"])
     delivered = 0
 
     class Request:

@@ -35,7 +35,7 @@ import heapq
 from typing import Any, Callable, Final
 
 from simapf.engine.clock import FINISH
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 
 NS: Final = 1_000_000_000
 _INV_NS: Final = 1e-9
@@ -52,7 +52,7 @@ class ProcessorSharing:
     """
 
     __slots__ = (
-        "env", "clock", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
+        "clock", "cores", "procs", "gc_threads", "gc_sharing", "gc_idle_workers",
         "_heap", "_k", "_kf", "_v", "_r", "_t", "_seq", "_foreign_core_s",
         "_gc_on", "_gc_rem", "_g", "_gc_cb", "_gc_arg",
         "_req_core_s", "_gc_core_s", "_dedicated_ps", "_idle_mark_ps", "_idle_ps",
@@ -62,7 +62,7 @@ class ProcessorSharing:
 
     def __init__(
         self,
-        env: Environment,
+        clock: RunClock,
         cores: float,
         procs: int | float | None = None,
         *,
@@ -72,8 +72,7 @@ class ProcessorSharing:
     ) -> None:
         if cores <= 0:
             raise ValueError("cores must be positive")
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.procs = float(procs) if procs is not None else float(cores)
         self.cores = min(float(cores), self.procs)
         self.gc_threads = float(gc_threads)
@@ -87,7 +86,7 @@ class ProcessorSharing:
         self._foreign_core_s = 0.0
         self._v = 0.0
         self._r = 0.0
-        self._t = env.now
+        self._t = clock.now
         self._seq = 0
         self._gc_on = False
         self._gc_rem = 0.0

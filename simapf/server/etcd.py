@@ -47,7 +47,7 @@ from collections import deque
 from typing import Any, Callable
 
 from simapf.engine.clock import FINISH
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.params import EtcdParams
 
@@ -81,11 +81,10 @@ class ReadIndexLoop:
     out wait for the next round, which starts as soon as it returns. No CPU is spent: a round is
     network time. `wait(then, arg)`: `then(arg)` once the read's round has returned."""
 
-    __slots__ = ("env", "clock", "round_ns", "_waiting", "_out", "_epoch", "rounds", "_confirmed_cb")
+    __slots__ = ("clock", "round_ns", "_waiting", "_out", "_epoch", "rounds", "_confirmed_cb")
 
-    def __init__(self, env: Environment, round_ns: int) -> None:
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+    def __init__(self, clock: RunClock, round_ns: int) -> None:
+        self.clock = clock  # the time and its alarms
         self.round_ns = round_ns
         self._waiting: list[tuple[Callback, Any]] = []  # reads for the next round
         self._out: list[tuple[Callback, Any]] | None = None  # the round out, and its reads
@@ -138,22 +137,21 @@ class EtcdMember:
     """One member: its cores serving the ranges sent to it (`concurrency` servers, by
     `discipline`), and its ReadIndex wait (None: one member, no wait)."""
 
-    __slots__ = ("params", "env", "clock", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners",
+    __slots__ = ("params", "clock", "_ps", "_fifo", "_queue", "_busy", "_busy_s", "_t_busy", "_epoch", "_busy_owners",
                  "read_index", "ranges", "_served_cb")  # fmt: skip
 
-    def __init__(self, env: Environment, params: EtcdParams, read_index: ReadIndexLoop | None = None) -> None:
+    def __init__(self, clock: RunClock, params: EtcdParams, read_index: ReadIndexLoop | None = None) -> None:
         self.params = params
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.read_index = read_index
         self.ranges = 0  # ranges started since the start
         c = params.concurrency
         self._fifo = params.discipline == "fifo"
-        self._ps = None if self._fifo else ProcessorSharing(env, cores=c, procs=c)
+        self._ps = None if self._fifo else ProcessorSharing(clock, cores=c, procs=c)
         self._queue: deque[tuple[float, Callback, Any]] = deque()
         self._busy = 0
         self._busy_s = 0.0  # FIFO: server-seconds spent, integrated at each change
-        self._t_busy = env.now
+        self._t_busy = clock.now
         self._epoch = 0
         self._busy_owners: dict[int, int] = {}  # FIFO: ranges being served, per owner's id
         self._served_cb = self._served  # bound once: a FIFO member serves every range through it
@@ -258,12 +256,12 @@ class EtcdModel:
 
     __slots__ = ("params", "members", "_next")
 
-    def __init__(self, env: Environment, params: EtcdParams) -> None:
+    def __init__(self, clock: RunClock, params: EtcdParams) -> None:
         self.params = params
         n = params.members
         rtt = int(round(params.member_round_trip_s * NS))
         self.members = [
-            EtcdMember(env, params, None if n == 1 else ReadIndexLoop(env, rtt if i == 0 else 2 * rtt)) for i in range(n)
+            EtcdMember(clock, params, None if n == 1 else ReadIndexLoop(clock, rtt if i == 0 else 2 * rtt)) for i in range(n)
         ]
         self._next = 0  # the member the next call goes to
 
@@ -378,6 +376,6 @@ class EmbeddedEtcd:
         self._in_flight = 0
 
 
-def etcd_for(env: Environment, params: EtcdParams, cpu: ProcessorSharing) -> EtcdModel | EmbeddedEtcd:
+def etcd_for(clock: RunClock, params: EtcdParams, cpu: ProcessorSharing) -> EtcdModel | EmbeddedEtcd:
     """The etcd an apiserver with CPU `cpu` reads: embedded in its process, or its own server."""
-    return EmbeddedEtcd(params, cpu) if params.embedded else EtcdModel(env, params)
+    return EmbeddedEtcd(params, cpu) if params.embedded else EtcdModel(clock, params)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Final
 
 from simapf.engine.clock import FINISH, RELEASE
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.memory import MemoryModel
 from simapf.server.params import MiB, ServerParams
@@ -48,7 +48,7 @@ INF: Final = float("inf")
 
 class GoGC:
     __slots__ = (
-        "env", "clock", "params", "memory", "cpu", "G", "memlimit", "roots", "mark_rate", "fixed",
+        "clock", "params", "memory", "cpu", "G", "memlimit", "roots", "mark_rate", "fixed",
         "heap_min", "procs", "u_goal",
         "marking", "enabled", "goal", "trigger", "heap_marked", "cycles", "forced_cycles",
         "alloc_during_mark", "assist_core_s_total", "last_mark_ns", "max_mark_ns",
@@ -60,10 +60,9 @@ class GoGC:
     )
 
     def __init__(
-        self, env: Environment, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
+        self, clock: RunClock, params: ServerParams, memory: MemoryModel, cpu: ProcessorSharing
     ) -> None:
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.params = params
         self.memory = memory
         self.cpu = cpu

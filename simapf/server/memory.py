@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Callable, Final, Protocol
 
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.params import ServerParams
 from simapf.server.pool import ALLOCATOR, DOUBLING, EncodeBufferPool
 
@@ -68,17 +68,16 @@ class Pacer(Protocol):
 
 class MemoryModel:
     __slots__ = (
-        "env", "clock", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
+        "clock", "nonheap_bytes", "meta", "limit_bytes", "gomemlimit_bytes", "memlimit_scavenge",
         "base_live", "inflight_live", "heap_live", "heap_free", "lazy_free", "lazy_release",
         "retained_goal", "scavenge_rate", "_scav_t", "released_bytes",
         "alloc_total", "peak_rss", "peak_heap", "gc", "on_over_limit", "alive", "rss_before_kill", "pools",
         "untouched_held", "untouched_pages",
     )
 
-    def __init__(self, env: Environment, params: ServerParams, seed: int = 0) -> None:
+    def __init__(self, clock: RunClock, params: ServerParams, seed: int = 0) -> None:
         """`seed` draws the Ps that encode buffers are taken and given back on."""
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         p = params.process
         self.nonheap_bytes = p.nonheap_bytes
         self.meta = 1.0 + p.heap_metadata_fraction

@@ -1,6 +1,6 @@
 """The facade the runtime drives: one call per request, gauges for series, deaths and restarts.
 
-    model = ResourceModel(env, ServerParams())
+    model = ResourceModel(clock, ServerParams())
     model.set_watch_cache([CachedResource("pods", 5000, 50e6)])
     model.start(RequestCost(ServingPath.ETCD, ResponseShape(100_000, 10)), on_done)
     ...
@@ -20,7 +20,7 @@ from typing import Any, Callable, Final, Iterable, NamedTuple
 import numpy as np
 
 from simapf.engine.clock import FINISH, RELEASE
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EmbeddedEtcd, EtcdMember, EtcdModel, etcd_for
@@ -135,29 +135,28 @@ class ResourceModel:
     """CPU, etcd, memory and the Go GC of one kube-apiserver, driven per request."""
 
     def __init__(
-        self, env: Environment, params: ServerParams | None = None, rng: np.random.Generator | None = None,
+        self, clock: RunClock, params: ServerParams | None = None, rng: np.random.Generator | None = None,
         etcd: EtcdModel | EmbeddedEtcd | None = None,
     ) -> None:
         """`etcd`: the etcd this apiserver reads from, when several replicas share one (by
         default its own, from `params.etcd`)."""
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.params = params = params if params is not None else ServerParams()
         cp = params.cpu
         # The idle process's own work (baseline_cores) runs all the time: requests share the rest.
         self.baseline_cores = params.process.baseline_cores
         self.cpu = ProcessorSharing(
-            env,
+            clock,
             cores=max(cp.effective_cores - self.baseline_cores, 0.01 * cp.effective_cores),
             procs=cp.procs,
             gc_threads=params.gc.dedicated_fraction * cp.procs,
             gc_sharing=params.gc.cpu_sharing,
             gc_idle_workers=params.gc.idle_mark_workers,
         )
-        self.etcd = etcd if etcd is not None else etcd_for(env, params.etcd, self.cpu)
+        self.etcd = etcd if etcd is not None else etcd_for(clock, params.etcd, self.cpu)
         self.vary = WorkVariation(params.request_cpu.work_cv, rng)
-        self.memory = MemoryModel(env, params, seed=self.vary.seed)
-        self.gc = GoGC(env, params, self.memory, self.cpu)
+        self.memory = MemoryModel(clock, params, seed=self.vary.seed)
+        self.gc = GoGC(clock, params, self.memory, self.cpu)
         self.memory.gc = self.gc
         self.memory.on_over_limit = self._oom
         self.rss_at_oom_bytes = 0.0  # the RSS the last OOM kill ended

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from simapf.engine.clock import FINISH
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.cpu import ProcessorSharing
 
 
@@ -24,14 +24,13 @@ class Link:
     """Responses to one client group: each at most `stream_bytes_per_s`, together at most
     `link_bytes_per_s` (None: no shared limit)."""
 
-    __slots__ = ("env", "clock", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
+    __slots__ = ("clock", "stream_bytes_per_s", "link_bytes_per_s", "_ps", "_writing", "_epoch", "_done_cb")
 
-    def __init__(self, env: Environment, stream_bytes_per_s: float,
+    def __init__(self, clock: RunClock, stream_bytes_per_s: float,
                  link_bytes_per_s: float | None = None) -> None:  # fmt: skip
         if stream_bytes_per_s <= 0 or (link_bytes_per_s is not None and link_bytes_per_s <= 0):
             raise ValueError("link rates must be positive")
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.stream_bytes_per_s = float(stream_bytes_per_s)
         self.link_bytes_per_s = link_bytes_per_s
         # With a shared limit, work is in seconds of one stream at full pace and the link serves
@@ -39,7 +38,7 @@ class Link:
         self._ps = None
         if link_bytes_per_s is not None:
             width = link_bytes_per_s / self.stream_bytes_per_s
-            self._ps = ProcessorSharing(env, cores=width, procs=width)
+            self._ps = ProcessorSharing(clock, cores=width, procs=width)
         self._writing = 0
         self._epoch = 0  # bumped by clear(): writes of broken connections do not call back
         self._done_cb = self._done

@@ -25,7 +25,7 @@ from simapf.apf.queueset import Request
 from simapf.apf.retry_after import DroppedRequestsTracker
 from simapf.apf.types import RequestAttributes
 from simapf.engine.clock import FINISH
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.model import CachedResource, ResourceModel, ServerSnapshot
 from simapf.server.network import Link
 from simapf.server.params import FeatureGates, ServerParams
@@ -141,11 +141,11 @@ def by_level_and_reason(rejected_by_flow: dict[tuple[str, str, str], int]) -> di
 
 
 class SimulatedAPIServer:
-    """One kube-apiserver (one replica): APF (`apf`) and its resources (`model`) on `env`."""
+    """One kube-apiserver (one replica): APF (`apf`) and its resources (`model`) on `clock`."""
 
     def __init__(
         self,
-        env: Environment,
+        clock: RunClock,
         apf_objects: APFObjects | None = None,
         server_concurrency: int = 600,
         params: ServerParams | None = None,
@@ -162,11 +162,10 @@ class SimulatedAPIServer:
         `admission`: the admission webhooks writes pass through while they hold their seats.
         `replica`: its number among the apiserver replicas; `etcd`: the etcd they share (by
         default one of its own)."""
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.replica = replica
         self.admission = admission
-        self.model = ResourceModel(env, params, rng, etcd)
+        self.model = ResourceModel(clock, params, rng, etcd)
         # What each new APF controller is built from (after a restart or a reconfiguration).
         self._apf_objects = apf_objects if apf_objects is not None else bootstrap_objects()
         self._server_concurrency = server_concurrency

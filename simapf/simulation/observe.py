@@ -92,7 +92,7 @@ class Recorder:
         n = len(cluster.servers)
         # True peaks per replica and segment: (its start, peak RSS, peak heap in use).
         self.segments: list[list[tuple[int, float, float]]] = [[] for _ in range(n)]
-        self._segment_from_ns = cluster.env.now
+        self._segment_from_ns = cluster.clock.now
         # Scraped peaks per replica, over the run and from steady_from_ns on.
         self.scraped_peak_rss_by_replica = [0.0] * n
         self.scraped_peak_heap_by_replica = [0.0] * n
@@ -105,7 +105,7 @@ class Recorder:
         # Each replica's RSS and CPU counters at every scrape: what the summary's figures of
         # them are computed from.
         self.readings: list[list[ProcessReading]] = [[] for _ in range(n)]
-        if steady_from_ns is not None and steady_from_ns <= cluster.env.now:
+        if steady_from_ns is not None and steady_from_ns <= cluster.clock.now:
             self._steady_starts()
         self.rss_at_oom_kill: float | None = None  # the highest RSS an OOM kill ended (<= the limit)
         self.oom_demand: float | None = None  # the most an allocation that did not fit asked for
@@ -116,7 +116,7 @@ class Recorder:
 
     def mark(self) -> None:
         """A window starts now (the steady state, an event): the true peaks start a segment."""
-        now = self.cluster.env.now
+        now = self.cluster.clock.now
         self._close_segment()
         self._segment_from_ns = now
         if now == self.steady_from_ns:
@@ -233,7 +233,7 @@ class Recorder:
     def scrape(self) -> None:
         cluster = self.cluster
         add = self._add
-        t = cluster.env.now / NS_PER_S
+        t = cluster.clock.now / NS_PER_S
         all_up = True
         rejected = 0
         for i, server in enumerate(cluster.servers):
@@ -411,7 +411,7 @@ class Dashboard:
 
     def scrape(self) -> None:
         cluster = self.cluster
-        t = cluster.env.now / NS_PER_S
+        t = cluster.clock.now / NS_PER_S
         if t < self.steady_from_s:
             return
         rss = heap = cpu = client = 0.0

@@ -18,7 +18,7 @@ from simapf.apf.controller import MAX_WAIT_LIMIT_NS
 from simapf.apf.types import NS_PER_S
 from simapf.simulation.collect import collect
 from simapf.engine.cycles import fewer_collections
-from simapf.engine.environment import Environment
+from simapf.engine.environment import Environment, RunClock
 from simapf.simulation.observe import Dashboard, Readings, Recorder
 from simapf.simulation.result import Result
 from simapf.scenario.load import LoadedScenario, load_scenario
@@ -51,15 +51,15 @@ class Simulation:
         self.inventory = Inventory(sc.resources, stream(seed, "inventory", 0, "sizes"))
         api = sc.apiserver
         params = loaded.params
-        admission = _admission(sc, env, seed)  # one webhook service, called by every replica
+        admission = _admission(sc, env.clock, seed)  # one webhook service, called by every replica
         # One etcd, read by every replica; an embedded one lives in its apiserver's process.
-        etcd = None if params.etcd.embedded else EtcdModel(env, params.etcd)
+        etcd = None if params.etcd.embedded else EtcdModel(env.clock, params.etcd)
         # Every replica is a whole apiserver: its own APF with the full limits (as upstream), its
         # own watch caches, memory, GC and OOM kills, its own stream of work variation; they
         # share etcd.
         self.servers = [
             SimulatedAPIServer(
-                env,
+                env.clock,
                 apf_objects=loaded.apf,
                 server_concurrency=api.server_concurrency,
                 params=params,
@@ -84,7 +84,7 @@ class Simulation:
         lb = api.load_balancer
         self.balancer = LoadBalancer(self.servers, lb.policy, lb.health_check_s, api.goaway_chance,
                                      stream(seed, "load-balancer", 0, "connections"))  # fmt: skip
-        self.cluster = Cluster(env, self.servers, self.inventory, self.balancer)
+        self.cluster = Cluster(env.clock, self.servers, self.inventory, self.balancer)
         self.ctx = Context(self.cluster, env.clock, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
         self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
@@ -162,7 +162,7 @@ def _ns(seconds: float) -> int:
     return int(seconds * NS_PER_S)
 
 
-def _admission(sc: Scenario, env: Environment, seed: int) -> Admission | None:
+def _admission(sc: Scenario, clock: RunClock, seed: int) -> Admission | None:
     """The scenario's admission webhooks, each with its own service-time stream."""
     if not sc.admission_webhooks:
         return None
@@ -173,7 +173,7 @@ def _admission(sc: Scenario, env: Environment, seed: int) -> Admission | None:
         for w in sc.admission_webhooks
     ]
 
-    return Admission(specs, stream(seed, "webhooks", 0, "service"), env.clock)
+    return Admission(specs, stream(seed, "webhooks", 0, "service"), clock)
 
 
 def _progress_bar(total_s: float, name: str):

@@ -383,7 +383,7 @@ class ClientGroup:
         self.link = None
         if net.stream_bytes_per_s is not None or net.link_bytes_per_s is not None:
             stream_rate = net.stream_bytes_per_s if net.stream_bytes_per_s is not None else net.link_bytes_per_s
-            self.link = Link(ctx.cluster.env, stream_rate, net.link_bytes_per_s)
+            self.link = Link(ctx.cluster.clock, stream_rate, net.link_bytes_per_s)
         # The cores of the one program its instances run in, if they share one.
         shared = spec.processing.shared_cores if spec.processing is not None else None
         self.cores: list[int] | None = [0] * shared if shared else None

@@ -15,7 +15,7 @@ from typing import Callable, Final, NamedTuple
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.engine.clock import ARRIVAL
-from simapf.engine.environment import Environment
+from simapf.engine.environment import RunClock
 from simapf.server.cache_index import (NODE_VALUED, NODES, list_index, node_name, node_objects, pinned_name,
                                        watch_trigger)  # fmt: skip
 from simapf.server.costs import encode_cost, watch_buffer_copies
@@ -90,10 +90,9 @@ class Death:
 
 
 class Cluster:
-    def __init__(self, env: Environment, servers: list[SimulatedAPIServer], inventory: Inventory,
+    def __init__(self, clock: RunClock, servers: list[SimulatedAPIServer], inventory: Inventory,
                  balancer: LoadBalancer | None = None) -> None:  # fmt: skip
-        self.env = env
-        self.clock = env.clock  # the time and its alarms (simapf.engine.environment.RunClock)
+        self.clock = clock  # the time and its alarms
         self.servers = servers
         self.balancer = balancer if balancer is not None else LoadBalancer(servers)
         self.inventory = inventory

@@ -35,7 +35,7 @@ def open_loop(
 ) -> tuple[ResourceModel, list[ServerSnapshot]]:
     """Start `cost` requests at a fixed rate for `secs` simulated seconds."""
     env = Environment()
-    model = ResourceModel(env, params)
+    model = ResourceModel(env.clock, params)
     gap = int(S / rate_per_s)
     stop = None if stop_after_s is None else int(stop_after_s * S)
 

@@ -15,7 +15,7 @@ S = 1_000_000_000
 def run_jobs(cores: float, jobs: list[tuple[int, float]], procs: float | None = None) -> tuple[dict[int, int], ProcessorSharing]:
     """jobs: (arrival_ns, work_core_s); returns completion time per job index."""
     env = Environment()
-    ps = ProcessorSharing(env, cores=cores, procs=procs)
+    ps = ProcessorSharing(env.clock, cores=cores, procs=procs)
     done: dict[int, int] = {}
 
     def arrive(i: int, work: float) -> None:
@@ -104,7 +104,7 @@ def _gc_scenario(sharing: str, k: int, idle: bool) -> tuple[int, list[int]]:
     """4 cores, GOMAXPROCS 4, w = 1 dedicated mark worker; k requests of 3 core-s and a GC of
     1 core-s, all at 0. Returns (GC end, request ends)."""
     env = Environment()
-    ps = ProcessorSharing(env, cores=4, procs=4, gc_threads=1.0, gc_sharing=sharing, gc_idle_workers=idle)
+    ps = ProcessorSharing(env.clock, cores=4, procs=4, gc_threads=1.0, gc_sharing=sharing, gc_idle_workers=idle)
     ends: list[int] = []
     gc_end: list[int] = []
     for _ in range(k):
@@ -140,7 +140,7 @@ def test_shared_gc_starves_when_requests_saturate_the_cores():
 
 def test_gc_work_done_by_assists_ends_the_phase_early():
     env = Environment()
-    ps = ProcessorSharing(env, cores=2, procs=2, gc_threads=0.5, gc_idle_workers=False)
+    ps = ProcessorSharing(env.clock, cores=2, procs=2, gc_threads=0.5, gc_idle_workers=False)
     ended: list[int] = []
     ps.start_gc(1.0, lambda _a: ended.append(env.now))
     env.run(until=S)  # 0.5 core-s done by the worker, 0.5 left
@@ -153,7 +153,7 @@ def test_gc_work_done_by_assists_ends_the_phase_early():
 
 def test_clear_drops_jobs_without_callbacks():
     env = Environment()
-    ps = ProcessorSharing(env, cores=1)
+    ps = ProcessorSharing(env.clock, cores=1)
     called: list[tuple[int, int]] = []
     ps.add(1.0, lambda _a: called.append((1, env.now)))
     env.run(until=S // 2)

@@ -115,10 +115,15 @@ def test_install_events_name_a_group_once():
 # ------------------------------------------------------------------ RSS with MADV_FREE
 
 
+ENVIRONMENTS: dict[int, Environment] = {}
+
+
 def memory(release: str, limit: float | None = None) -> MemoryModel:
     params = ServerParams.model_validate({"gc": {"page_release": release, "scavenge_rate_bytes_per_s": 1e12},
                                           "process": {"memory_limit_bytes": limit}})  # fmt: skip
-    mem = MemoryModel(Environment(), params)
+    env = Environment()
+    mem = MemoryModel(env.clock, params)
+    ENVIRONMENTS[id(mem)] = env  # the model takes the clock; the test runs the environment
     return mem
 
 
@@ -127,7 +132,7 @@ def churn(mem: MemoryModel, nbytes: float) -> None:
     mem.allocate(nbytes)
     mem.collect(mem.base_live)
     mem.retained_goal = 0.0
-    mem.env.run(until=10**9)
+    ENVIRONMENTS[id(mem)].run(until=10**9)
     mem.scavenge()
 
 

@@ -20,7 +20,7 @@ NS = 10**9
 
 def test_a_range_shares_the_process_cores_with_requests():
     env = Environment()
-    cpu = ProcessorSharing(env, cores=1, procs=4)
+    cpu = ProcessorSharing(env.clock, cores=1, procs=4)
     etcd = EmbeddedEtcd(EtcdParams(embedded=True), cpu)
     done: dict[str, float] = {}
     cpu.add(1.0, lambda _: done.setdefault("request", env.now / NS))
@@ -36,7 +36,7 @@ def test_a_range_shares_the_process_cores_with_requests():
 
 def test_a_dead_process_s_ranges_never_answer():
     env = Environment()
-    cpu = ProcessorSharing(env, cores=2)
+    cpu = ProcessorSharing(env.clock, cores=2)
     etcd = EmbeddedEtcd(EtcdParams(embedded=True), cpu)
     answered = []
     etcd.read(1.0, answered.append, "first")
@@ -63,7 +63,7 @@ def _scenario(embedded: bool, replicas: int = 1) -> dict:
 def test_the_process_cpu_counts_the_embedded_etcd_s_range():
     def served(embedded: bool):
         env = Environment()
-        m = ResourceModel(env, ServerParams(request_cpu={"work_cv": 0.0}, etcd={"embedded": embedded}))
+        m = ResourceModel(env.clock, ServerParams(request_cpu={"work_cv": 0.0}, etcd={"embedded": embedded}))
         c = cost(ServingPath.ETCD, 20_000_000, 2000)
         done: list[int] = []
         m.start(c, done.append)

@@ -124,7 +124,7 @@ def _whole_json_lists(lists: int, zeroes: bool) -> ResourceModel:
     """`lists` whole JSON LISTs of 300 MB from the cache at once in a fresh process."""
     env = Environment()
     params = ServerParams.model_validate({"request_memory": {"buffer_growth_zeroes": zeroes}})
-    model = ResourceModel(env, params)
+    model = ResourceModel(env.clock, params)
     c = cost(ServingPath.CACHE, 300e6, 300, encoding=Encoding.JSON)
     for _ in range(lists):
         model.start(c, lambda _t: None)
@@ -144,14 +144,14 @@ def test_before_go_1_19_a_fresh_encode_buffer_is_resident_as_far_as_it_is_writte
 
 
 def _sequential(encoding: Encoding, lists: int, procs: int = 16,
-                allocator_pool: bool = True) -> tuple[ResourceModel, list[float]]:  # fmt: skip
+                allocator_pool: bool = True) -> tuple[ResourceModel, list[float], Environment]:  # fmt: skip
     """`lists` whole LISTs of 50 MB from the cache, one after the other; the RSS after each. The
     model is left as the last one ends (afterwards the process's own allocation would go on
-    cycling the heap, and two cycles empty the pools)."""
+    cycling the heap, and two cycles empty the pools), and its environment."""
     env = Environment()
     params = ServerParams.model_validate({"cpu": {"cores": procs},
                                           "request_memory": {"protobuf_allocator_pool": allocator_pool}})  # fmt: skip
-    model = ResourceModel(env, params)
+    model = ResourceModel(env.clock, params)
     c = cost(ServingPath.CACHE, 50e6, 50, encoding=encoding)
     rss: list[float] = []
     done = env.event()
@@ -166,24 +166,24 @@ def _sequential(encoding: Encoding, lists: int, procs: int = 16,
     model.start(c, again)
     env.run(until=env.any_of([done, env.timeout(120 * S)]))
     assert len(rss) == lists
-    return model, rss
+    return model, rss, env
 
 
 def test_sequential_json_lists_leave_their_buffers_in_the_pool():
     # kubernetes#114276: one LIST at a time, yet each runs on a P with no buffer of its own and
     # grows another, and the buffers raise the heap goal, so GC cycles come rarely enough to keep them.
-    model, rss = _sequential(Encoding.JSON, 20)
+    model, rss, _env = _sequential(Encoding.JSON, 20)
     pool = model.memory.pool
     assert pool.live >= 4 * grown_capacity(0.0, 50e6)
     assert model.memory.live_bytes >= model.memory.base_live + pool.live
     assert rss[-1] > 2 * rss[0]  # it builds up
     # Protobuf before 1.37 had no such pool: its live heap falls back after each LIST.
-    proto, proto_rss = _sequential(Encoding.PROTOBUF, 20, allocator_pool=False)
+    proto, proto_rss, _env = _sequential(Encoding.PROTOBUF, 20, allocator_pool=False)
     assert proto.memory.pool.live == 0.0 and proto.memory.allocators.live == 0.0
     assert proto.memory.live_bytes == pytest.approx(proto.memory.base_live)
     assert proto_rss[-1] < rss[-1]
     # Since 1.37 the allocator pool keeps Protobuf's: each exactly one response's size.
-    pooled, pooled_rss = _sequential(Encoding.PROTOBUF, 20)
+    pooled, pooled_rss, _env = _sequential(Encoding.PROTOBUF, 20)
     kept = pooled.memory.allocators.live
     assert pooled.memory.pool.live == 0.0 and kept >= 4 * 50e6
     assert kept / 50e6 == pytest.approx(round(kept / 50e6))
@@ -202,24 +202,24 @@ def test_an_allocator_grows_once_to_twice_its_capacity_plus_the_request():
 
 
 def test_one_p_keeps_one_buffer():
-    model, rss = _sequential(Encoding.JSON, 10, procs=1)
+    model, rss, _env = _sequential(Encoding.JSON, 10, procs=1)
     assert model.memory.pool.live == grown_capacity(0.0, 50e6)
 
 
 def test_a_dead_process_keeps_no_buffers():
-    model, _rss = _sequential(Encoding.JSON, 5)
+    model, _rss, _env = _sequential(Encoding.JSON, 5)
     assert model.memory.pool.live > 0.0
     model.kill()
     assert model.memory.pool.live == 0.0 and model.memory.live_bytes == 0.0
 
 
 def test_unused_buffers_go_with_the_second_gc_cycle_after_them():
-    model, _rss = _sequential(Encoding.JSON, 5)
+    model, _rss, env = _sequential(Encoding.JSON, 5)
     mem, gc = model.memory, model.gc
     assert mem.pool.live > 0.0
     for _ in range(2):
         gc.start_cycle()
-        model.env.run(until=model.env.now + 10 * S)
+        env.run(until=env.now + 10 * S)
     assert mem.pool.live == pytest.approx(0.0)
     assert mem.live_bytes == pytest.approx(mem.base_live)
 

@@ -60,7 +60,7 @@ def test_ranges_use_a_members_cores_side_by_side():
     work = range_work(params, 1e6)
     for cores in (1, 2, 4, 8, 16):
         env = Environment()
-        etcd = EtcdModel(env, params.model_copy(update={"concurrency": cores}))
+        etcd = EtcdModel(env.clock, params.model_copy(update={"concurrency": cores}))
         ends: list[int] = []
         for _ in range(8):
             etcd.read(work, lambda _arg: ends.append(env.now))
@@ -73,7 +73,7 @@ def test_members_serve_the_calls_they_are_sent_with_their_own_cores():
     """The apiserver's etcd client sends calls to the members in turn, and each member serves
     its ranges with its own cores: three members of one core serve three ranges at once."""
     env = Environment()
-    etcd = EtcdModel(env, EtcdParams(concurrency=1, members=3))
+    etcd = EtcdModel(env.clock, EtcdParams(concurrency=1, members=3))
     ends: list[int] = []
     for _ in range(3):
         etcd.read(1.0, lambda _arg: ends.append(env.now))
@@ -114,7 +114,7 @@ def test_a_read_index_round_serves_every_read_waiting_when_it_starts():
     """etcd's linearizableReadLoop: reads arriving during a round wait for the next one, which
     starts as soon as the round returns, and serves all of them."""
     env = Environment()
-    loop = ReadIndexLoop(env, round_ns=10 * S // 1000)  # 10 ms
+    loop = ReadIndexLoop(env.clock, round_ns=10 * S // 1000)  # 10 ms
     done: list[tuple[str, int]] = []
     loop.wait(lambda name: done.append((name, env.now)), "first")
 
@@ -136,7 +136,7 @@ def _etcd_list_latencies(members: int, path: ServingPath, n: int = 6, rtt_s: flo
     params = ServerParams.model_validate({
         "request_cpu": {"work_cv": 0}, "etcd": {"members": members, "member_round_trip_s": rtt_s},
     })  # fmt: skip
-    model = ResourceModel(env, params)
+    model = ResourceModel(env.clock, params)
     c = cost(path, 1e6, 1000)
     took: list[float] = []
 

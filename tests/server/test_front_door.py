@@ -45,7 +45,7 @@ def test_the_recorder_and_collect_read_no_apf_state():
 def _server(**kwargs) -> tuple[Environment, SimulatedAPIServer]:
     env = Environment()
     params = ServerParams(cpu={"cores": 4, "usable_cores": 4}, process={"restart_s": 1})
-    return env, SimulatedAPIServer(env, params=params, **kwargs)
+    return env, SimulatedAPIServer(env.clock, params=params, **kwargs)
 
 
 def _attrs(user: str, groups: tuple[str, ...]) -> RequestAttributes:

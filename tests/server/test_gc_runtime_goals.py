@@ -41,7 +41,7 @@ def params(own_alloc: float, **sections: dict[str, Any]) -> ServerParams:
 
 def _idle_cycles_per_s(own_alloc: float, gomemlimit: float | None, secs: float = 60) -> tuple[float, ResourceModel]:
     env = Environment()
-    m = ResourceModel(env, params(own_alloc, gc={"gomemlimit_bytes": gomemlimit}))
+    m = ResourceModel(env.clock, params(own_alloc, gc={"gomemlimit_bytes": gomemlimit}))
     env.run(until=int(secs * S))
     return m.gc.cycles / secs, m
 
@@ -84,7 +84,7 @@ def test_after_a_burst_rss_follows_the_scavengers_goal_at_its_pace():
     # so that its pace shows between samples.
     rate, own = 20 * MB, 20 * MB
     env = Environment()
-    m = ResourceModel(env, params(own, gc={"scavenge_rate_bytes_per_s": rate}))
+    m = ResourceModel(env.clock, params(own, gc={"scavenge_rate_bytes_per_s": rate}))
     mem = m.memory
     m.hold(300 * MB)
     env.run(until=2 * S)
@@ -130,7 +130,7 @@ def _limited_run(cap: float) -> tuple[ResourceModel, list[tuple[float, float, fl
     env = Environment()
     p = params(4 * MB, cpu={"cores": 4, "usable_cores": 4},
                gc={"gomemlimit_bytes": 170 * MB, "limiter_cap_fraction": cap, "mark_rate_bytes_per_core_s": 2e8})  # fmt: skip
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
 
     def again(_t: int) -> None:
@@ -174,7 +174,7 @@ def test_the_gc_cpu_the_limiter_counts_stays_under_its_cap_and_the_heap_overshoo
 def test_idle_mark_work_is_a_class_of_its_own_that_the_limiter_does_not_count():
     # One cycle on 16 idle Ps: 4 dedicated workers and 12 idle ones mark 100 MB.
     env = Environment()
-    m = ResourceModel(env, params(0.0, gc={"trigger_fraction": 0.5, "fixed_cost_core_s": 0}))
+    m = ResourceModel(env.clock, params(0.0, gc={"trigger_fraction": 0.5, "fixed_cost_core_s": 0}))
     m.memory.allocate(50 * MB)
     assert m.gc.marking
     env.run(until=S)

@@ -26,7 +26,7 @@ USER = RequestAttributes(user="bob", groups=("system:authenticated",), verb="lis
 
 def test_queued_and_executing_requests_hold_their_memory_until_they_end():
     env = Environment()
-    server = SimulatedAPIServer(env, server_concurrency=600)
+    server = SimulatedAPIServer(env.clock, server_concurrency=600)
     held = server.model.params.request_memory.request_held_bytes
     assert held > 0
     done = []
@@ -42,7 +42,7 @@ def test_queued_and_executing_requests_hold_their_memory_until_they_end():
 
 def test_a_dead_process_takes_the_held_memory_with_it():
     env = Environment()
-    server = SimulatedAPIServer(env, server_concurrency=600)
+    server = SimulatedAPIServer(env.clock, server_concurrency=600)
     for _ in range(50):
         server.submit(USER, service_ns=10 * S)
     server.model.kill("test")
@@ -54,7 +54,7 @@ def test_a_dead_process_takes_the_held_memory_with_it():
 def test_the_idle_process_burns_its_baseline_cpu_while_up():
     env = Environment()
     p = ServerParams(process={"baseline_cores": 0.25, "restart_s": 5})
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     env.run(until=10 * S)
     assert m.snapshot().cpu_seconds_total == pytest.approx(2.5)
     m.kill("test")
@@ -72,7 +72,7 @@ def test_a_resource_with_its_own_decoded_ratio_fills_the_watch_cache_by_it():
     assert typed == pytest.approx(p.watch_cache.decoded_size_multiplier * 1e8 + overhead)
     assert custom == pytest.approx(5.2 * 1e8 + overhead)
     env = Environment()
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     before = m.memory.base_live
     m.set_watch_cache([CachedResource("widgets.example.com", 1000, 1e8, 5.2)])
     assert m.memory.base_live - before == pytest.approx(custom)

@@ -32,7 +32,7 @@ def params(**gc) -> ServerParams:
 
 def model(**gc) -> tuple[simpy.Environment, ResourceModel]:
     env = Environment()
-    return env, ResourceModel(env, params(**gc))
+    return env, ResourceModel(env.clock, params(**gc))
 
 
 # ---------------------------------------------------------------- goals
@@ -52,7 +52,7 @@ def test_roots_count_in_the_goal():
 def test_small_heap_goal_is_4_mib_times_gogc():
     env = Environment()
     p = params(gogc=200).model_copy(update={"process": params().process.model_copy(update={"live_heap_bytes": 1 * MB})})
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     assert m.gc.goal == 8 * MiB
 
 
@@ -143,7 +143,7 @@ def test_assists_finish_the_cycle_when_the_heap_overshoots_the_goal():
     env = Environment()
     p = params(trigger_fraction=0.5, fixed_cost_core_s=0)
     p = p.model_copy(update={"cpu": p.cpu.model_copy(update={"cores": 1, "usable_cores": 1})})
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     m.memory.allocate(50 * MB)
     assert m.gc.marking
     remaining = m.cpu.gc_remaining()
@@ -168,7 +168,7 @@ def _closed_loop(p: ServerParams, clients: int, warm_s: float, secs: float) -> t
     """`clients` back-to-back 1 MB LISTs; returns the model and the GC's share of the CPU
     between warm_s and secs."""
     env = Environment()
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
 
     def again(_t: int) -> None:

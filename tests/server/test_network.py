@@ -22,7 +22,7 @@ QUIET = {"process": {"baseline_cores": 0.0}, "request_cpu": {"work_cv": 0.0}}
 
 def _sends(link_bytes_per_s: float | None, n: int, nbytes: float = 100 * MB) -> list[int]:
     env = Environment()
-    link = Link(env, stream_bytes_per_s=100 * MB, link_bytes_per_s=link_bytes_per_s)
+    link = Link(env.clock, stream_bytes_per_s=100 * MB, link_bytes_per_s=link_bytes_per_s)
     done: list[int] = []
     for _ in range(n):
         link.send(nbytes, lambda _a: done.append(env.now))
@@ -40,15 +40,15 @@ def test_a_response_goes_at_its_streams_pace_and_shares_the_link():
     # Narrower than a stream: one response alone goes at the link's pace.
     assert _sends(50 * MB, 1) == pytest.approx([2.0 * S], abs=2)
     with pytest.raises(ValueError):
-        Link(Environment(), 0.0)
+        Link(Environment().clock, 0.0)
 
 
 def _run_one(cost: RequestCost, link: bool, params: dict | None = None):
     env = Environment()
-    model = ResourceModel(env, ServerParams(**{**QUIET, **(params or {})}))
+    model = ResourceModel(env.clock, ServerParams(**{**QUIET, **(params or {})}))
     plan = model.plan(cost)
     done: list[int] = []
-    lk = Link(env, stream_bytes_per_s=100 * MB) if link else None
+    lk = Link(env.clock, stream_bytes_per_s=100 * MB) if link else None
     assert model.start(cost, done.append, link=lk)
     return env, model, plan, done
 

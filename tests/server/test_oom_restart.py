@@ -14,7 +14,7 @@ from srvhelp import S, cost
 def build(limit: str | None = "1Gi", restart_s: float = 10.0) -> tuple[simpy.Environment, ResourceModel, list]:
     env = Environment()
     p = ServerParams.model_validate({"process": {"memory_limit_bytes": limit, "restart_s": restart_s}})
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     events: list = []
     m.process.on_death.append(lambda t: events.append(("oom", t, m.state, m.snapshot().rss_bytes)))
     m.process.on_restart.append(lambda t: events.append(("restart", t, m.state, m.watch_cache_ready("pods"))))
@@ -111,7 +111,7 @@ def test_oom_while_refilling_goes_down_again():
     # A limit the refilled caches alone exceed: crash loop.
     env = Environment()
     p = ServerParams.model_validate({"process": {"memory_limit_bytes": "700M", "restart_s": 1}})
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     m.set_watch_cache([CachedResource("pods", 10_000, 100e6)])
     m.kill()
     env.run(until=20 * S)

@@ -68,7 +68,7 @@ def test_a_small_range_holds_at_most_itself_undecoded():
 
 def _one_list(ranged: bool):
     env = Environment()
-    model = ResourceModel(env, ServerParams(request_cpu={"work_cv": 0.0}))
+    model = ResourceModel(env.clock, ServerParams(request_cpu={"work_cv": 0.0}))
     cost = RequestCost(ServingPath.ETCD, ResponseShape(1e8, 100_000), True, ranged)
     plan = model.plan(cost)
     done: list[int] = []
@@ -103,7 +103,7 @@ def test_a_unary_range_is_received_while_etcd_sends_it():
 def test_a_streamed_watch_cache_fill_is_faster_and_holds_no_whole_range(ranged):
     env = Environment()
     p = ServerParams(features={"etcd_range_stream": ranged}, process={"restart_s": 0})
-    model = ResourceModel(env, p)
+    model = ResourceModel(env.clock, p)
     ready: list[int] = []
     model.process.on_ready.append(ready.append)
     model.set_watch_cache([CachedResource("pods", 100_000, 1e9)])

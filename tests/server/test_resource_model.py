@@ -26,7 +26,7 @@ EXACT = ServerParams(request_cpu={"work_cv": 0.0})
 
 def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
     env = Environment()
-    m = ResourceModel(env, EXACT)
+    m = ResourceModel(env.clock, EXACT)
     c = cost(ServingPath.CACHE, 1_000_000, 100)
     plan = m.plan(c)
     before = m.snapshot()
@@ -52,7 +52,7 @@ def test_live_bytes_appear_at_dispatch_and_leave_at_finish():
 
 def test_etcd_list_waits_for_etcd_then_runs_on_cpu():
     env = Environment()
-    m = ResourceModel(env, EXACT)
+    m = ResourceModel(env.clock, EXACT)
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     plan = m.plan(c)
     done: list[int] = []
@@ -187,7 +187,7 @@ def test_default_parameters_land_near_the_first_data_row():
 
 def test_watch_cache_counts_in_the_baseline():
     env = Environment()
-    m = ResourceModel(env)
+    m = ResourceModel(env.clock)
     base = m.snapshot()
     m.set_watch_cache([CachedResource("pods", 1000, 10e6)])
     after = m.snapshot()
@@ -208,7 +208,7 @@ def test_usable_core_ceiling_caps_cpu():
 
 def test_etcd_wait_can_hold_the_receive_buffer():
     env = Environment()
-    m = ResourceModel(env, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}, "request_cpu": {"work_cv": 0.0}}))
+    m = ResourceModel(env.clock, ServerParams.model_validate({"etcd": {"wait_live_fraction": 1.0}, "request_cpu": {"work_cv": 0.0}}))
     c = cost(ServingPath.ETCD, 1_000_000, 100)
     m.start(c, lambda t: None)
     assert m.snapshot().inflight_live_bytes == pytest.approx(1_000_000)
@@ -220,7 +220,7 @@ def test_sampler_reports_every_interval():
     from simapf.server import sample_every
 
     env = Environment()
-    m = ResourceModel(env)
+    m = ResourceModel(env.clock)
     got: list = []
     sample_every(m, S // 10, got.append)
     env.run(until=S + 1)

@@ -35,7 +35,7 @@ def test_upstream_borrowing_scenario_in_simulation(lendable, borrowing):
     clients, 250 ms requests, server concurrency 24; after 10 s the average concurrency over the
     next 15 s must be in [15.5, 16.1] and [5.5, 6.1]."""
     env = Environment()
-    server = SimulatedAPIServer(env, borrowing_objects(lendable, borrowing), server_concurrency=24)
+    server = SimulatedAPIServer(env.clock, borrowing_objects(lendable, borrowing), server_concurrency=24)
     executing = [Integrator(0), Integrator(0)]
     count = [0, 0]
 
@@ -76,7 +76,7 @@ def test_upstream_borrowing_scenario_in_simulation(lendable, borrowing):
 def test_crossing_the_memory_limit_kills_fails_and_restarts():
     env = Environment()
     params = ServerParams(cpu={"cores": 4, "usable_cores": 4}, process={"memory_limit_bytes": 1.5e9, "restart_s": 5})
-    server = SimulatedAPIServer(env, server_concurrency=600, params=params)
+    server = SimulatedAPIServer(env.clock, server_concurrency=600, params=params)
     big = RequestCost(ServingPath.CACHE, ResponseShape(50e6, 1000, Encoding.CBOR))  # not streamed
     outcomes = []
 

@@ -45,7 +45,7 @@ def test_records_with_the_old_large_range_penalty_still_load(caplog):
 
 def _ranges(discipline: str, n: int) -> list[int]:
     env = Environment()
-    etcd = EtcdModel(env, EtcdParams(bytes_per_s=1e8, requests_per_s=1e9, concurrency=1, discipline=discipline,
+    etcd = EtcdModel(env.clock, EtcdParams(bytes_per_s=1e8, requests_per_s=1e9, concurrency=1, discipline=discipline,
                                       objects_per_s=None))  # fmt: skip
     done: list[tuple[int, int]] = []
     for i in range(n):
@@ -68,7 +68,7 @@ def test_ps_etcd_finishes_identical_ranges_together():
 
 def test_fifo_etcd_forgets_its_queue_when_the_apiserver_dies():
     env = Environment()
-    etcd = EtcdModel(env, EtcdParams(concurrency=1, discipline="fifo"))
+    etcd = EtcdModel(env.clock, EtcdParams(concurrency=1, discipline="fifo"))
     done: list[int] = []
     for i in range(3):
         etcd.read(0.5, done.append, i)
@@ -82,7 +82,7 @@ def test_fifo_etcd_forgets_its_queue_when_the_apiserver_dies():
 
 def test_foreign_jobs_share_the_cores_but_not_the_process_cpu():
     env = Environment()
-    ps = ProcessorSharing(env, cores=2, procs=2)
+    ps = ProcessorSharing(env.clock, cores=2, procs=2)
     ends: dict[str, int] = {}
     ps.add(1.0, lambda a: ends.__setitem__(a, env.now), "req")
     ps.add(1.0, lambda a: ends.__setitem__(a, env.now), "client", foreign=True)
@@ -104,7 +104,7 @@ def test_a_colocated_client_reads_the_response_holding_its_buffer():
         }
     )
     env = Environment()
-    m = ResourceModel(env, p)
+    m = ResourceModel(env.clock, p)
     c = cost(ServingPath.CACHE, 1e6, 100)
     plan = m.plan(c)
     assert plan.write_core_s == pytest.approx(0.01) and plan.write_delay_ns == int(0.05 * S)

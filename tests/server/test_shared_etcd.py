@@ -28,7 +28,7 @@ class Owner:
 @pytest.mark.parametrize("discipline", ["ps", "fifo"])
 def test_a_dead_owner_s_reads_go_and_the_others_finish(discipline):
     env = Environment()
-    etcd = EtcdModel(env, EtcdParams(concurrency=1, discipline=discipline))
+    etcd = EtcdModel(env.clock, EtcdParams(concurrency=1, discipline=discipline))
     a, b = Owner(env), Owner(env)
     etcd.read(1.0, a.answered)
     etcd.read(1.0, b.answered)

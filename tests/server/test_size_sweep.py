@@ -109,7 +109,7 @@ def test_object_count_raises_cost_at_fixed_bytes():
 def _one_list(response_bytes: float, objects: int, path=ServingPath.ETCD, streaming=False, **memory):
     env = Environment()
     p = ServerParams(request_cpu={"work_cv": 0.0}, request_memory=memory)
-    model = ResourceModel(env, p)
+    model = ResourceModel(env.clock, p)
     cost = RequestCost(path, ResponseShape(response_bytes, objects), streaming)
     plan = model.plan(cost)
     done: list[int] = []

@@ -56,7 +56,7 @@ def test_a_request_keeps_its_factors_whatever_order_they_are_asked_in():
 def _duration_of(key: int, before: int) -> float:
     """Seconds a cache LIST numbered `key` takes alone, after `before` others have run."""
     env = Environment()
-    model = ResourceModel(env, ServerParams(cpu={"cores": 4}, request_cpu={"work_cv": 0.5}), np.random.default_rng(3))
+    model = ResourceModel(env.clock, ServerParams(cpu={"cores": 4}, request_cpu={"work_cv": 0.5}), np.random.default_rng(3))
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
     done: list[int] = []
     for k in range(before):
@@ -77,7 +77,7 @@ def test_a_request_numbered_by_the_caller_does_the_same_work_whenever_it_starts(
 
 def test_the_apiserver_numbers_requests_by_arrival():
     env = Environment()
-    server = SimulatedAPIServer(env, server_concurrency=800, params=ServerParams(request_cpu={"work_cv": 0.5}))
+    server = SimulatedAPIServer(env.clock, server_concurrency=800, params=ServerParams(request_cpu={"work_cv": 0.5}))
     keys: list[int | None] = []
     start = server.model.start
     server.model.start = lambda c, done, key=None, link=None: keys.append(key) or start(c, done, key, link)
@@ -92,7 +92,7 @@ def _finish_times(cv: float, n: int = 200) -> np.ndarray:
     """n identical cache LISTs started at once on 4 cores: when each handler returns (s)."""
     env = Environment()
     params = ServerParams(cpu={"cores": 4}, request_cpu={"work_cv": cv})
-    model = ResourceModel(env, params, np.random.default_rng(3))
+    model = ResourceModel(env.clock, params, np.random.default_rng(3))
     done: list[int] = []
     c = cost(ServingPath.CACHE, 1_000_000, 1000)
     for _ in range(n):

@@ -187,7 +187,7 @@ def test_stepping_the_loop_keeps_every_events_order(seed):
 
 def _cached_model() -> tuple[Environment, ResourceModel]:
     env = Environment()
-    model = ResourceModel(env, ServerParams.model_validate({"process": {"restart_s": 5.0}}))
+    model = ResourceModel(env.clock, ServerParams.model_validate({"process": {"restart_s": 5.0}}))
     model.set_watch_cache([CachedResource("pods", 1000, 1e7)])
     return env, model
 

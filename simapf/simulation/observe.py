@@ -253,12 +253,10 @@ class Recorder:
             add(t, "simapf_client_retries_total", s.retries, client=g.spec.name)
             for outcome, n in s.outcomes.items():
                 add(t, "simapf_client_requests_total", n, client=g.spec.name, code=outcome)
-            if g.spec.kind == "informer":
-                n_synced = g.informers_watching
-                add(t, "simapf_informers_watching", n_synced, client=g.spec.name)
-                add(t, "simapf_informer_lists_total", s.lists, client=g.spec.name)
-                if n_synced < g.active_count:
-                    synced = False
+            series, caught_up = g.scraped()
+            for metric, value in series:
+                add(t, metric, value, client=g.spec.name)
+            synced = synced and caught_up
         self.histograms.scrape(t)
         healthy = all_up and cluster.network_up and synced and rejected == self._rejected_seen
         self._rejected_seen = rejected

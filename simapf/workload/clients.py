@@ -409,10 +409,10 @@ class ClientGroup:
         for inst in reversed(live[n:] if n < len(live) else []):
             inst.stop()
 
-    @property
-    def informers_watching(self) -> int:
-        """Running instances that have synced and are watching (informers; 0 for other kinds)."""
-        return sum(1 for x in self.instances if x.active and getattr(x, "watching", False))
+    def scraped(self) -> tuple[list[tuple[str, float]], bool]:
+        """The series of its kind a scrape adds, and whether its instances are caught up (its
+        instance class's `scraped`)."""
+        return self._cls.scraped(self)
 
     def summary_row(self, by_verb: dict[str, Any]) -> dict[str, Any]:
         """The group's row of the summary's `clients`: what became of every attempt, the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from simapf.apf.types import NS_PER_S, ListOptions, RequestAttributes
 from simapf.engine.clock import ARRIVAL
@@ -10,7 +10,7 @@ from simapf.scenario.schema import InformerClient
 from simapf.server.runtime import OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats
 from simapf.workload.cluster import GONE, OpenWatch, Position
-from simapf.workload.instance import Instance, stream, with_options
+from simapf.workload.instance import Group, Instance, stream, with_options
 
 
 class InformerInstance(Instance):
@@ -23,10 +23,19 @@ class InformerInstance(Instance):
     """
 
     watch = None  # its open watch; none before it starts (a ramp may stop it first)
+    watching = False  # synced and watching; not before it starts
 
     @staticmethod
     def summary_fields(stats: ClientStats) -> dict[str, Any]:
         return {"lists": stats.lists, "relists": stats.relists, "watch_breaks": stats.watch_breaks, "gone_410": stats.gone}
+
+    @staticmethod
+    def scraped(group: Group) -> tuple[list[tuple[str, float]], bool]:
+        # Caught up: every running instance has synced and watches.
+        watching = sum(1 for x in cast("list[InformerInstance]", group.instances) if x.active and x.watching)
+        series: list[tuple[str, float]] = [
+            ("simapf_informers_watching", watching), ("simapf_informer_lists_total", group.stats.lists)]
+        return series, watching >= group.active_count
 
     def start(self) -> None:
         spec: InformerClient = self.group.spec

@@ -109,6 +109,7 @@ class Group(Protocol):
     resource: Callable[[str], ResourceObjects]
     iterations_left: int | None  # closed-loop: iterations its instances may still start (None: no end)
     outstanding: int  # open-loop: requests holding a `max_in_flight` slot
+    instances: list[Instance]  # every instance launched, stopped ones included
     active_count: int  # instances launched and not stopped
     held: deque[Instance]  # open-loop: arrivals waiting for a slot, oldest first
 
@@ -161,6 +162,13 @@ class Instance:
         """What the summary's row of a client of this kind adds to every client's: its own
         counters (none here)."""
         return {}
+
+    @staticmethod
+    def scraped(group: Group) -> tuple[list[tuple[str, float]], bool]:
+        """What a scrape reads of a client of this kind beyond every client's series: its own
+        series as (metric, value), and whether all its instances are caught up (a run is healthy
+        only while they are; none of this kind are ever behind)."""
+        return [], True
 
     def stop(self) -> None:
         if self.active:

@@ -48,6 +48,16 @@ class Section(BaseModel):
                 raise ValueError(f"unknown field {name!r}")
         return self
 
+    def interval(self, field: str) -> dict[str, Any] | None:
+        """The interval `--uncertainty` gave a figure (`<field>_interval`), or None."""
+        return (self.model_extra or {}).get(field + "_interval")
+
+    def counts(self) -> dict[str, int]:
+        """The section's counts by what happened (`<COUNTED_BY>_<reason>`), in the order written."""
+        prefix = f"{self.COUNTED_BY}_"
+        return {k: v for k, v in (self.model_extra or {}).items() if self.COUNTED_BY and k.startswith(prefix)
+                and type(v) is int}  # fmt: skip
+
 
 class Memory(Section):
     peak_rss_bytes: int

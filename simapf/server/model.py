@@ -14,14 +14,13 @@ request is a SimPy process: a request is a tuple passed between callbacks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterable, NamedTuple
 
 import numpy as np
 
 from simapf.engine.clock import FINISH, RELEASE
 from simapf.engine.environment import RunClock
-from simapf.server.costs import RequestPlan, cache_bytes, compute_plan, refill_plan
+from simapf.server.costs import RequestPlan, compute_plan, refill_plan
 from simapf.server.cpu import NS, ProcessorSharing
 from simapf.server.etcd import EmbeddedEtcd, EtcdMember, EtcdModel, etcd_for
 from simapf.server.gc import GoGC
@@ -34,6 +33,7 @@ from simapf.server.paths import RequestCost
 from simapf.server.pool import GET, PUT
 from simapf.server.process import ProcessState, ServerProcessState
 from simapf.server.variation import Factors, WorkVariation
+from simapf.server.watch_caches import CachedResource, WatchCaches
 
 DoneCallback = Callable[[int], None]
 
@@ -76,16 +76,6 @@ class _Refill:
         self.cache_bytes = cache_bytes
         self.epoch = epoch
         self.pending = 1
-
-
-@dataclass(frozen=True, slots=True)
-class CachedResource:
-    """A resource held in the watch cache: `stored_bytes` in etcd over `object_count` objects."""
-
-    name: str
-    object_count: int
-    stored_bytes: float
-    decoded_multiplier: float | None = None  # None: watch_cache.decoded_size_multiplier
 
 
 class ServerSnapshot(NamedTuple):
@@ -163,10 +153,7 @@ class ResourceModel:
         self.oom_demand_bytes = 0.0  # what the allocation that did not fit would have made it
         self.process = ServerProcessState()
         self._plans: dict[RequestCost, RequestPlan] = {}
-        self._resources: dict[str, CachedResource] = {}  # as registered
-        self._objects: dict[str, list[float]] = {}  # name -> [objects, stored bytes] in etcd now
-        self._cache_bytes: dict[str, float] = {}
-        self._ready: set[str] = set()
+        self.caches = WatchCaches(params)
         self._refilling = 0
         self.up = True  # the process runs (False from its death to its restart)
         self.completed = 0
@@ -435,14 +422,9 @@ class ResourceModel:
         changes come one event at a time, `watch_cache_event`)."""
         before = self.memory.rss_bytes()
         for res in resources:
-            self._resources[res.name] = res
-            self._objects[res.name] = [res.object_count, res.stored_bytes]
-            nbytes = self._cache_size(res)
-            old = self._cache_bytes.get(res.name, 0.0) if res.name in self._ready else 0.0
-            self._cache_bytes[res.name] = nbytes
+            grown = self.caches.register(res, self.up)
             if self.up:
-                self._add_base(nbytes - old)
-                self._ready.add(res.name)
+                self._add_base(grown)
         self._check_start(before)
 
     def watch_cache_event(self, name: str, objects: int, stored_bytes: float) -> None:
@@ -452,26 +434,13 @@ class ResourceModel:
         object is allocated and stays live; a deleted one is garbage for the next GC cycle. A
         cache that is not ready (the process down, or the resource's refill under way) takes
         the resource as it then is when it is filled (`_restart`, `_refill_done`)."""
-        now = self._objects[name]
-        now[0] += objects
-        now[1] += stored_bytes
-        if name in self._ready:  # ready: the process is up too
-            self._resize_cache(name, self._cache_size(self._resources[name]))
-
-    def _current(self, res: CachedResource) -> CachedResource:
-        """The resource as etcd holds it now (registered, then every write since)."""
-        objects, stored = self._objects[res.name]
-        return CachedResource(res.name, int(objects), stored, res.decoded_multiplier)
-
-    def _cache_size(self, res: CachedResource) -> float:
-        """The bytes the cache of `res` holds once it has every write committed so far."""
-        objects, stored = self._objects[res.name]
-        return cache_bytes(self.params, int(objects), stored, res.decoded_multiplier)
+        caches = self.caches
+        if caches.commit(name, objects, stored_bytes):  # ready: the process is up too
+            self._resize_cache(name, caches.size_now(name))
 
     def _resize_cache(self, name: str, nbytes: float) -> None:
         """The ready cache of `name` holds `nbytes` from now on."""
-        grown = nbytes - self._cache_bytes[name]
-        self._cache_bytes[name] = nbytes
+        grown = self.caches.resize(name, nbytes)
         mem = self.memory
         mem.base_live += grown
         if grown > 0.0:
@@ -515,11 +484,11 @@ class ResourceModel:
 
     def watch_cache_ready(self, name: str) -> bool:
         """Whether the resource's watch cache is filled (serving_path's `cache_ready`)."""
-        return name in self._ready
+        return self.caches.ready(name)
 
     @property
     def resources(self) -> tuple[CachedResource, ...]:
-        return tuple(self._current(res) for res in self._resources.values())
+        return self.caches.current()
 
     # ------------------------------------------------------------------ life and death
 
@@ -543,7 +512,7 @@ class ResourceModel:
         self.writing = 0
         self.gc.stop()
         self.memory.kill()
-        self._ready.clear()
+        self.caches.lost()
         self._refilling = 0
         self.process.went_down(now, reason)
         epoch = self.process.epoch
@@ -613,11 +582,10 @@ class ResourceModel:
         # The range response is garbage now; the decoded objects stay as the cache.
         mem.inflight_live -= plan.live_bytes
         mem.base_live += nbytes
-        self._cache_bytes[name] = nbytes
-        self._ready.add(name)
+        self.caches.filled(name, nbytes)
         # Writes committed since its LIST read etcd: the cache applies them now, as its watch
         # delivers them.
-        current = self._cache_size(self._resources[name])
+        current = self.caches.size_now(name)
         if current != nbytes:
             self._resize_cache(name, current)
             if epoch != self.process.epoch:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from simapf.version import __version__
+from simapf.simulation.summary_model import validate
 from simapf.uncertainty.figures import figure_values
 
 # Outcomes as the apiserver model names them (simapf.server.runtime); always present, 0 if none.
@@ -227,48 +228,51 @@ def _float_or_none(x: Any) -> float | None:
     return None if x is None else float(x)
 
 
-def flatten(s: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
+def flatten(summary: dict[str, Any], seats: ListSeats) -> dict[str, Any]:
+    """A run's summary (summary.json's dict, read through its schema) as one row of scalars."""
+    s = validate(summary)
+    m, c, p = s.memory, s.cpu, s.process
     row: dict[str, Any] = {
-        "peak_rss_bytes": float(s["memory"]["peak_rss_bytes"]),
-        "peak_heap_inuse_bytes": float(s["memory"]["peak_heap_inuse_bytes"]),
-        "mean_cores": float(s["cpu"]["mean_cores"]),
-        "peak_cores": float(s["cpu"]["peak_cores"]),
-        "gc_mean_cores": float(s["cpu"]["gc_mean_cores"]),
-        "gc_cycles": int(s["cpu"]["gc_cycles"]),
-        "oom_kills": int(s["process"]["oom_kills"]),
-        "kills": int(s["process"]["kills"]),
-        "down_s": float(s["process"]["down_s"]),
-        "requests_total": int(s["requests"]["total"]),
-        "cores": float(s["cpu"]["cores"]),
-        "memory_limit_bytes": _float_or_none(s["memory"]["memory_limit_bytes"]),
+        "peak_rss_bytes": float(m.peak_rss_bytes),
+        "peak_heap_inuse_bytes": _float_or_none(m.peak_heap_inuse_bytes),
+        "mean_cores": float(c.mean_cores),
+        "peak_cores": float(c.peak_cores),
+        "gc_mean_cores": _float_or_none(c.gc_mean_cores),
+        "gc_cycles": c.gc_cycles,
+        "oom_kills": p.oom_kills,
+        "kills": p.kills,
+        "down_s": float(p.down_s),
+        "requests_total": s.requests.total,
+        "cores": float(c.cores),
+        "memory_limit_bytes": _float_or_none(m.memory_limit_bytes),
     }
-    by_outcome = s["requests"]["by_outcome"]
+    by_outcome = s.requests.by_outcome
     for outcome in OUTCOMES:
-        row[f"requests_{outcome}"] = int(by_outcome.get(outcome, 0))
-    row["throughput_ok_per_s"] = row["requests_ok"] / float(s["duration_s"])
-    levels = [lv for lv in s["priority_levels"] if lv["requests"]]
-    row["apf_requests"] = sum(int(lv["requests"]) for lv in levels)
-    row["apf_rejected"] = sum(int(lv["rejected"]) for lv in levels)
+        row[f"requests_{outcome}"] = by_outcome.get(outcome, 0)
+    row["throughput_ok_per_s"] = row["requests_ok"] / s.duration_s
+    levels = [lv for lv in s.priority_levels if lv.requests]
+    row["apf_requests"] = sum(lv.requests for lv in levels)
+    row["apf_rejected"] = sum(lv.rejected for lv in levels)
     row["rejection_rate"] = row["apf_rejected"] / row["apf_requests"] if row["apf_requests"] else 0.0
     row["lists_dispatched"] = seats.count
     row["seats_per_list_mean"] = seats.total / seats.count if seats.count else float("nan")
     row["seats_per_list_max"] = float(seats.max) if seats.count else float("nan")
     for lv in levels:
-        name, n = lv["priority_level"], int(lv["requests"])
+        name, n = lv.priority_level, lv.requests
         row[f"requests/{name}"] = n
-        row[f"rejection_rate/{name}"] = float(lv["rejection_rate"])
+        row[f"rejection_rate/{name}"] = float(lv.rejection_rate or 0.0)
+        counts = lv.counts()
         for reason in REASONS:
-            rejected = lv.get(f"rejected_{reason.replace('-', '_')}") or 0
-            row[f"rejection_rate/{name}/{reason}"] = rejected / n
-    for lat in s["latency"]:
-        row[f"served/{lat['priority_level']}/{lat['verb']}"] = int(lat["count"])
-    for client in s["clients"]:
-        for verb, x in client.get("by_verb", {}).items():
-            where = f"{client['client']}/{verb}"
-            row[f"client_error_rate/{where}"] = float(x["error_rate"])
-            row[f"client_p99_ok_s/{where}"] = float(x["p99_ok_s"]) if x.get("p99_ok_s") is not None else math.inf
-    row.update(figure_values(s))  # latencies and the rest of the headline figures
-    for path, served in s["lists"]["by_path"].items():  # what makes the run's regime
-        row[f"list_requests/{path}"] = int(served["requests"])
-        row[f"list_bytes/{path}"] = float(served["bytes"])
+            row[f"rejection_rate/{name}/{reason}"] = counts.get(f"rejected_{reason.replace('-', '_')}", 0) / n
+    for lat in s.latency:
+        row[f"served/{lat.priority_level}/{lat.verb}"] = lat.count
+    for client in s.clients:
+        for verb, x in client.by_verb.items():
+            where = f"{client.client}/{verb}"
+            row[f"client_error_rate/{where}"] = float(x.error_rate)
+            row[f"client_p99_ok_s/{where}"] = float(x.p99_ok_s) if x.p99_ok_s is not None else math.inf
+    row.update(figure_values(summary))  # latencies and the rest of the headline figures
+    for path, served in (s.lists.by_path if s.lists is not None else {}).items():  # what makes the run's regime
+        row[f"list_requests/{path}"] = served.requests
+        row[f"list_bytes/{path}"] = float(served.bytes)
     return row

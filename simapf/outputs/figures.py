@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from simapf.files import json_text
+from simapf.simulation.summary_model import validate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,12 +59,13 @@ def death_points(result: "Result") -> list[tuple[int, float, float]]:
     RSS series at that time."""
     rss = result.wide("process_resident_memory_bytes", by="replica")
     points = []
-    for d in result.summary["deaths"]:
-        at = d["rss_bytes"]
-        if at is None:
-            col = rss[str(d["replica"])].dropna()
-            at = float(np.interp(d["at_s"], col.index, col.to_numpy()))
-        points.append((d["replica"], d["at_s"], at))
+    for d in validate(result.summary).deaths:
+        if d.rss_bytes is not None:
+            at = float(d.rss_bytes)
+        else:
+            col = rss[str(d.replica)].dropna()
+            at = float(np.interp(d.at_s, col.index, col.to_numpy()))
+        points.append((d.replica, d.at_s, at))
     return points
 
 
@@ -94,11 +96,11 @@ def _overview(result: "Result") -> "Figure":
 
     fig = Figure(figsize=(11, 10), layout="constrained")
     axes = fig.subplots(4, 1, sharex=True)
-    summary = result.summary
+    summary = validate(result.summary)
 
-    replicas = len(summary.get("replicas", [])) > 1
+    replicas = len(summary.replicas) > 1
     ax = axes[0]
-    limit = summary["memory"]["memory_limit_bytes"]
+    limit = summary.memory.memory_limit_bytes
     if replicas:
         _replica_memory(ax, result)
     else:
@@ -109,12 +111,12 @@ def _overview(result: "Result") -> "Figure":
         # OOM kills happen between scrapes: marked at the scrape after each, at the RSS it reached.
         kills = result.rate("simapf_oom_kills_total").sum(axis=1)
         if (kills > 0).any():
-            reached = summary["memory"].get("rss_at_oom_kill_bytes") or limit or 0.0
+            reached = summary.memory.rss_at_oom_kill_bytes or limit or 0.0
             at = kills.index[kills > 0]
             ax.plot(at, [reached / GiB] * len(at), "x", color="#D55E00", markersize=8, label="OOM kill")
     if limit:
         ax.axhline(limit / GiB, color="#D55E00", linestyle="--", linewidth=1, label="memory limit")
-    _interval_band(ax, summary["memory"].get("peak_rss_bytes_interval"), 1 / GiB, "peak RSS")
+    _interval_band(ax, summary.memory.interval("peak_rss_bytes"), 1 / GiB, "peak RSS")
     ax.set_ylabel("GiB")
     ax.set_title("Memory per replica (RSS solid, Go heap dotted)" if replicas else "Memory")
     ax.legend(loc="upper left", fontsize="small", ncol=2 if replicas else 1)
@@ -138,8 +140,8 @@ def _overview(result: "Result") -> "Figure":
             dt = np.diff(t)
             ax.plot(t[1:], np.diff(cpu.values) / dt, label="process CPU")
             ax.plot(t[1:], np.diff(gc.values) / dt, label="GC (dedicated + assists)", alpha=0.8)
-    ax.axhline(summary["cpu"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
-    _interval_band(ax, summary["cpu"].get("mean_cores_interval"), 1.0, "mean CPU")
+    ax.axhline(summary.cpu.cores, color="grey", linestyle=":", linewidth=1, label="cores")
+    _interval_band(ax, summary.cpu.interval("mean_cores"), 1.0, "mean CPU")
     ax.set_ylabel("cores")
     ax.set_title("CPU per replica" if replicas else "CPU")
     ax.legend(loc="upper left", fontsize="small")
@@ -173,7 +175,7 @@ def _overview(result: "Result") -> "Figure":
         ax.legend(loc="upper left", fontsize="small")
     ax.set_ylabel("per second")
     ax.set_title("Rejected requests (429): per priority level, and by a watch cache not ready")
-    ax.set_xlabel("time (s)" if summary.get("measured") else "simulated time (s)")
+    ax.set_xlabel("time (s)" if summary.measured else "simulated time (s)")
 
     # The process down (an OOM kill, a restart): shaded red on every panel (with replicas: all of them).
     up = result.metric("up")
@@ -185,18 +187,18 @@ def _overview(result: "Result") -> "Figure":
             for a in axes:
                 a.axvspan(t_up[start], t_up[min(stop, len(t_up) - 1)], color="#D55E00", alpha=0.12, lw=0)
         axes[0].annotate("down", (t_up[edges[0]], 0.02), xycoords=("data", "axes fraction"), fontsize="small")
-    for e in summary["events"]:
+    for e in summary.events:
         for a in axes:
-            a.axvline(e["at_s"], color="black", alpha=0.4, linewidth=1)
-            if e["end_s"] > e["at_s"]:
-                a.axvspan(e["at_s"], e["end_s"], color="black", alpha=0.06)
-        axes[0].annotate(e["kind"], (e["at_s"], 1.0), xycoords=("data", "axes fraction"),
+            a.axvline(e.at_s, color="black", alpha=0.4, linewidth=1)
+            if e.end_s > e.at_s:
+                a.axvspan(e.at_s, e.end_s, color="black", alpha=0.06)
+        axes[0].annotate(e.kind, (e.at_s, 1.0), xycoords=("data", "axes fraction"),
                          fontsize="small", va="top", rotation=90)  # fmt: skip
-    if summary.get("measured"):
-        fig.suptitle(f"{summary['scenario_name']} (measured on kube-apiserver {summary['bench']['versions']['kube-apiserver']}, "
-                     f"simapf {summary['simapf_version']})")  # fmt: skip
+    if summary.measured and summary.bench is not None:
+        fig.suptitle(f"{summary.scenario_name} (measured on kube-apiserver {summary.bench['versions']['kube-apiserver']}, "
+                     f"simapf {summary.simapf_version})")  # fmt: skip
     else:
-        fig.suptitle(f"{summary['scenario_name']} (seed {summary['seed']}, simapf {summary['simapf_version']})")
+        fig.suptitle(f"{summary.scenario_name} (seed {summary.seed}, simapf {summary.simapf_version})")
     return fig
 
 

@@ -37,6 +37,7 @@ import pandas as pd
 
 from simapf.errors import ConfigError
 from simapf.simulation.observe import scraped_peak
+from simapf.simulation.summary_model import validate
 from simapf.files import read_yaml
 
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"
@@ -146,12 +147,13 @@ def _peak(result, loaded, args, steady: bool) -> float:
 
 def x_peak_rss_bytes(result, loaded, params, args) -> float:
     """The run's peak RSS (the summary's peak_rss_bytes, which also counts an OOM kill's limit)."""
-    return float(result.summary["memory"]["peak_rss_bytes"])
+    return float(validate(result.summary).memory.peak_rss_bytes)
 
 
 def x_peak_rss_steady_bytes(result, loaded, params, args) -> float:
     """Peak RSS over the steady-state window (`run.steady_state_from_s` on)."""
-    return float(result.summary["memory"]["peak_rss_steady_bytes"])
+    peak = validate(result.summary).memory.peak_rss_steady_bytes
+    return float(peak) if peak is not None else math.nan
 
 
 def x_peak_rss_scraped_bytes(result, loaded, params, args) -> float:
@@ -180,11 +182,11 @@ def x_peak_rss_minus_idle_bytes(result, loaded, params, args) -> float:
 
 
 def x_mean_cores(result, loaded, params, args) -> float:
-    return float(result.summary["cpu"]["mean_cores"])
+    return float(validate(result.summary).cpu.mean_cores)
 
 
 def x_mean_cores_steady(result, loaded, params, args) -> float:
-    return float(result.summary["cpu"]["mean_cores_steady"])
+    return float(validate(result.summary).cpu.mean_cores_steady)
 
 
 def _client_row(result, args) -> pd.Series | None:
@@ -271,9 +273,9 @@ def x_cpu_core_s_per_request(result, loaded, params, args) -> float:
 
 def x_discovery_run_s(result, loaded, params, args) -> float:
     """Median duration of `client`'s discovery runs (from its first request to its last response)."""
-    for c in result.summary["clients"]:
-        if c["client"] == args["client"]:
-            return float(c["run_p50_s"]) if "run_p50_s" in c else math.nan
+    for c in validate(result.summary).clients:
+        if c.client == args["client"]:
+            return float(c.run_p50_s) if c.run_p50_s is not None else math.nan
     return math.nan
 
 
@@ -287,14 +289,14 @@ def x_informers_synced_s(result, loaded, params, args) -> float:
 
 def _refill_window(result, loaded, args) -> tuple[float, float]:
     i = int(args.get("event", 0))
-    ev = result.summary["events"][i]
-    if ev["kind"] != "restart":
-        raise ConfigError(f"refill: event {i} is a {ev['kind']}, not a restart")
-    if ev["recovery_s"] is None:
-        return ev["at_s"], math.nan
+    ev = validate(result.summary).events[i]
+    if ev.kind != "restart":
+        raise ConfigError(f"refill: event {i} is a {ev.kind}, not a restart")
+    if ev.recovery_s is None:
+        return ev.at_s, math.nan
     restart_s = loaded.scenario.apiserver.restart_s
     down = restart_s if restart_s is not None else 0.0
-    return ev["at_s"] + down, ev["at_s"] + ev["recovery_s"]
+    return ev.at_s + down, ev.at_s + ev.recovery_s
 
 
 def x_refill_s(result, loaded, params, args) -> float:

@@ -3,12 +3,17 @@ not send, and the peak RSS of a run the OOM killer ended (issue 26's wrong outpu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 import simapf
 import simapf.simulation.summary_text
 from simapf.simulation.result import Result
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 
 def _result(rows: list[tuple[float, str, str, str, float]]) -> Result:
@@ -17,8 +22,13 @@ def _result(rows: list[tuple[float, str, str, str, float]]) -> Result:
     for label in ("reason", "verb", "resource", "client"):
         series[label] = ""
     table = pd.DataFrame({"priority_level": ["a"], "requests": [1]})
-    summary = {"duration_s": 4.0, "memory": {"memory_limit_bytes": None}, "cpu": {"cores": 16.0}, "events": [],
-               "scenario_name": "t", "seed": 1, "simapf_version": "0"}
+    # A whole summary (the figures read it through its schema): a stored golden run's, one
+    # replica, no memory limit, 16 cores, no events, with the fields the golden file leaves out.
+    summary = json.loads((GOLDEN / "list-experiment-etcd.json").read_text())
+    summary.update({"duration_s": 4.0, "scenario_name": "t", "seed": 1, "simapf_version": "0", "wall_s": 0.0,
+                    "source": None})  # fmt: skip
+    assert summary["memory"]["memory_limit_bytes"] is None and summary["cpu"]["cores"] == 16.0
+    assert summary["events"] == [] and len(summary["replicas"]) == 1
     return Result(summary=summary, series=series, latency=table, levels=table)
 
 

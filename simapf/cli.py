@@ -12,6 +12,7 @@ import functools
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from simapf.version import __version__
 from simapf.errors import SimapfError, users_traceback
 from simapf.outputs import FORMATS as EXPORT_FORMATS
 from simapf.uncertainty import MAX_DRAWS
+
+if TYPE_CHECKING:
+    from simapf.schema.summary import Summary
 
 
 # Every command that can run on a Dask cluster takes its scheduler the same way.
@@ -927,14 +931,19 @@ def check_command(scenario_path: str, overrides: tuple[str, ...], replications: 
         predicted = run(load_scenario(scenario_path, overrides), progress=progress, uncertainty=draws)
     except SimapfError as err:
         _fail(err)
-    found = rows(m, predicted.summary)
+    found = rows(m, predicted.typed)
     if as_json:
         click.echo(json_text([r.as_dict() for r in found], indent=1))
         return
     click.echo(f"simapf check: {m.loaded.scenario.name} ({m.loaded.source}), measured on "
-               f"{m.results[0].summary['bench']['versions']['kube-apiserver']}, {len(m.results)} replication(s); "
+               f"{_measured_release(m.results[0].typed)}, {len(m.results)} replication(s); "
                f"predicted with {draws} parameter draws")  # fmt: skip
     click.echo(table(found, len(m.results)), nl=False)
+
+
+def _measured_release(summary: Summary) -> str:
+    """The kube-apiserver a measured run ran on, as its build named it."""
+    return summary.bench.versions.get("kube-apiserver", summary.bench.release) if summary.bench else "?"
 
 
 def _mib(n: int) -> str:

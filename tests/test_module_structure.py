@@ -15,9 +15,10 @@ ROOT = "simapf"
 MOST_AT_ROOT = 10  # modules directly in simapf/, its __init__ included: the rest live in rooms
 
 # The floors, from the ground up. A module imports from its own floor's rooms or from below,
-# never from above. The ground floor is the modules directly in simapf/ that serve everyone;
-# the top is the command line and the package's front door (simapf/__init__.py).
-GROUND = {"errors", "files", "messages", "quantities", "version", "progress", "provenance", "compiled_core"}
+# never from above. The ground floor is the modules directly in simapf/ that serve everyone,
+# and the schema every floor reads a run's summary through; the top is the command line and the package's front door (simapf/__init__.py).
+GROUND = {"errors", "files", "messages", "quantities", "version", "progress", "provenance", "compiled_core",
+          "schema"}
 FLOORS = [
     GROUND,
     {"engine"},  # the clock and its events

@@ -8,9 +8,10 @@ measured median, and the model's error against it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from simapf.bench.run import Measurement
+from simapf.schema.summary import Summary
 from simapf.uncertainty.figures import headline_figures, kind_of
 
 
@@ -42,16 +43,16 @@ class Row:
                 "predicted_high": self.high, "covered": self.covered, "error": self.error}  # fmt: skip
 
 
-def rows(measurement: Measurement, predicted_summary: dict[str, Any]) -> list[Row]:
+def rows(measurement: Measurement, predicted_summary: Summary | Mapping[str, Any]) -> list[Row]:
     spread = measurement.spread()
     out = []
     for fig in headline_figures(predicted_summary):
         got = spread.get(fig.key)
         if got is None:
             continue
-        interval = fig.holder.get(f"{fig.field}_interval") or {}
-        out.append(Row(fig.key, fig.kind, got["median"], got["min"], got["max"], float(fig.holder[fig.field]),
-                       interval.get("lo"), interval.get("hi")))  # fmt: skip
+        iv = fig.interval
+        out.append(Row(fig.key, fig.kind, got["median"], got["min"], got["max"], fig.value,
+                       iv.lo if iv else None, iv.hi if iv else None))  # fmt: skip
     return out
 
 

@@ -316,15 +316,16 @@ def result(readings: Readings, loaded: LoadedScenario, replication: int = 1) -> 
         "deaths": [{"replica": 0, "at_s": d.at_s, "reason": d.reason, "rss_bytes": d.rss_bytes, "connections": None,
                     "open_watches": None} for d in deaths],
         "requests": {"total": total, "by_outcome": by_outcome, "rejected_share": totals["rejected"] / total if total else 0.0},
-        "priority_levels": levels.to_dict("records"), "latency": latency.to_dict("records"), "clients": clients,
+        # a level's figure the bench could not read (NaN) is left out of its row
+        "priority_levels": [{k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+                            for row in levels.to_dict("records")],
+        "latency": latency.to_dict("records"), "clients": clients,
         "events": [], "watches": {"open_at_end": open_watches, "events_delivered": None},
         "load_balancer": {"policy": sc.apiserver.load_balancer.policy, "goaways": 0},
         "provenance": {**provenance(scenario, loaded.params, [sc.run.seed], replication), "replications": replication},
         "scenario": scenario, "extrapolation": [],
         "bench": bench_record(readings),
     }  # fmt: skip
-    summary["priority_levels"] = [{k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
-                                  for row in summary["priority_levels"]]  # fmt: skip
     return Result(summary, frame, latency, levels.fillna(0), None, scenario, client_table)
 
 

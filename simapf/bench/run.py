@@ -2,7 +2,7 @@
 
     from simapf.bench import measure
     m = measure("scenarios/bench/list-etcd.yaml", replications=3)
-    m.results[0].summary["memory"]["peak_rss_bytes"]; m.spread()["peak_rss_bytes"]
+    m.results[0].typed.memory.peak_rss_bytes; m.spread()["peak_rss_bytes"]
 
 `--out DIR` holds what `simapf run --out` writes (summary.json, series, tables, overview figure),
 plus the heap profile taken nearest the peak (heap-peak.pb.gz, for `go tool pprof`), each
@@ -41,10 +41,11 @@ class Measurement:
     def spread(self) -> dict[str, dict[str, Any]]:
         """Each headline figure over the replications: values, median, min, max, and max/min."""
         values: dict[str, list[float]] = {}
-        for r in self.results:
-            for key, value in figure_values(r.summary).items():
+        for s in (r.typed for r in self.results):
+            for key, value in figure_values(s).items():
                 values.setdefault(key, []).append(value)
-        values["base_rss_bytes"] = [float(r.summary["bench"]["base_rss_bytes"]) for r in self.results]
+            if s.bench is not None:
+                values.setdefault("base_rss_bytes", []).append(float(s.bench.base_rss_bytes))
         return {key: {"values": v, "median": statistics.median(v), "min": min(v), "max": max(v),
                       "max_over_min": (max(v) / min(v)) if min(v) > 0 else None}  # fmt: skip
                 for key, v in values.items() if len(v) == len(self.results)}

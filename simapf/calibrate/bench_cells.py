@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simapf.schema.summary import ClientVerb, Summary
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "calibration" / "bench"
 BASE = BENCH / "base.yaml"
@@ -96,26 +98,27 @@ def cells() -> list[Cell]:
     return out
 
 
-def list_figures(summary: dict[str, Any]) -> dict[str, Any] | None:
+def list_figures(summary: Summary) -> ClientVerb | None:
     """The LISTs of the first client that sent any, as a summary counts them (None: none did)."""
-    return next((client["by_verb"]["list"] for client in summary["clients"] if "list" in client.get("by_verb", {})), None)
+    return next((client.by_verb["list"] for client in summary.clients if "list" in client.by_verb), None)
 
 
-def figures(summary: dict[str, Any]) -> dict[str, Any]:
+def figures(summary: Summary) -> dict[str, Any]:
     """One replication's row of `cells.csv` from its measured summary."""
-    m, c = summary["memory"], summary["cpu"]
+    m, c, bench = summary.memory, summary.cpu, summary.bench
+    assert bench is not None, "a measured summary says what made it"
     by_verb = list_figures(summary)
     return {
-        "peak_rss_bytes": m["peak_rss_bytes"], "scraped_peak_rss_bytes": m["scraped_peak_rss_bytes"],
-        "peak_heap_inuse_bytes": m["peak_heap_inuse_bytes"], "mean_rss_steady_bytes": m["mean_rss_steady_bytes"],
-        "base_rss_bytes": summary["bench"]["base_rss_bytes"], "mean_cores": c["mean_cores"],
-        "mean_cores_steady": c["mean_cores_steady"], "etcd_busy_core_s": summary["etcd"]["busy_core_s"],
-        "lists_ok": by_verb["ok"] if by_verb else 0, "rejected_share": summary["requests"]["rejected_share"],
-        "oom_kills": summary["process"]["oom_kills"],
-        "list_p50_s": by_verb["p50_s"] if by_verb else None, "list_p99_s": by_verb["p99_s"] if by_verb else None,
-        "list_mean_s": by_verb["mean_s"] if by_verb else None, "gc_cycles": c.get("gc_cycles"),
-        "wall_s": summary["wall_s"], "client_mean_cores": c.get("client_mean_cores"),
-        "gc_mean_cores": c.get("gc_mean_cores"), "base_heap_live_bytes": summary["bench"].get("base_heap_live_bytes"),
+        "peak_rss_bytes": m.peak_rss_bytes, "scraped_peak_rss_bytes": m.scraped_peak_rss_bytes,
+        "peak_heap_inuse_bytes": m.peak_heap_inuse_bytes, "mean_rss_steady_bytes": m.mean_rss_steady_bytes,
+        "base_rss_bytes": bench.base_rss_bytes, "mean_cores": c.mean_cores,
+        "mean_cores_steady": c.mean_cores_steady, "etcd_busy_core_s": summary.etcd.busy_core_s,
+        "lists_ok": by_verb.ok if by_verb else 0, "rejected_share": summary.requests.rejected_share,
+        "oom_kills": summary.process.oom_kills,
+        "list_p50_s": by_verb.p50_s if by_verb else None, "list_p99_s": by_verb.p99_s if by_verb else None,
+        "list_mean_s": by_verb.mean_s if by_verb else None, "gc_cycles": c.gc_cycles,
+        "wall_s": summary.wall_s, "client_mean_cores": c.client_mean_cores,
+        "gc_mean_cores": c.gc_mean_cores, "base_heap_live_bytes": bench.base_heap_live_bytes,
     }  # fmt: skip
 
 
@@ -179,19 +182,20 @@ def measure_cells(out: Path = BENCH, replications: int = 3, only: list[str] | No
         load_before = os.getloadavg()[0]  # other work on the machine shares its cores with the cell
         m = measure(loaded, len(wanted), say=lambda line: None)
         load_after = os.getloadavg()[0]
-        rows = [{"cell": cell.name, "group": cell.group, "replication": k, **figures(r.summary)}
+        rows = [{"cell": cell.name, "group": cell.group, "replication": k, **figures(r.typed)}
                 for k, r in zip(wanted, m.results)]  # fmt: skip
         _append(table, rows)
         first = m.readings[0]
         if first.samples.profile is not None and 1 in wanted:
             (out / "profiles" / f"{cell.name}.pb.gz").write_bytes(first.samples.profile)
         commit, dirty = git_state(besides=own)  # the data set's own files are not the code's state
-        bench = m.results[0].summary["bench"]
+        bench = m.results[0].typed.bench
+        assert bench is not None, "a measured summary says what made it"
         record["cells"][cell.name] = {
-            "group": cell.group, "overrides": cell.overrides, "versions": bench["versions"],
-            "kube_apiserver_flags": [f for f in bench["kube_apiserver_flags"] if not f.startswith(
+            "group": cell.group, "overrides": cell.overrides, "versions": bench.versions,
+            "kube_apiserver_flags": [f for f in bench.kube_apiserver_flags if not f.startswith(
                 ("--etcd-servers", "--secure-port", "--cert-dir", "--token-auth-file", "--service-account-"))],
-            "kube_apiserver_env": bench["kube_apiserver_env"], "machine": bench["machine"],
+            "kube_apiserver_env": bench.kube_apiserver_env, "machine": bench.machine,
             "simapf_commit": commit, "simapf_dirty": dirty,
             "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         }  # fmt: skip

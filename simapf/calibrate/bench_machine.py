@@ -41,6 +41,7 @@ from scipy.optimize import nnls
 
 from simapf.calibrate.bench_cells import BASE, BENCH, Cell, cells
 from simapf.files import write_text_atomic
+from simapf.schema.summary import Summary
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = BENCH / "machine.yaml"
@@ -217,9 +218,9 @@ def mark_rate_scale(rows: list[Measured], machine: dict[str, Any]) -> float:
     for m in rows:
         if not m.gc_cores or not m.gc_cycles:
             continue
-        cpu = predicted(m.cell, machine)["cpu"]
-        if cpu["gc_cycles"]:
-            model = cpu["gc_mean_cores"] / cpu["gc_cycles"]
+        cpu = predicted(m.cell, machine).cpu
+        if cpu.gc_cycles and cpu.gc_mean_cores is not None:
+            model = cpu.gc_mean_cores / cpu.gc_cycles
             ratios.append(model / (m.gc_cores / m.gc_cycles))
     return statistics.median(ratios) if ratios else 1.0
 
@@ -253,7 +254,7 @@ def measure_idle(replications: int = 2, say=print) -> dict[str, Any]:
     for name in IDLE_CELLS:
         m = measure(load_scenario(BASE, by_name[name].overrides), replications)
         for r in m.results:
-            heap = r.summary["bench"]["base_heap_live_bytes"]
+            heap = r.typed.bench.base_heap_live_bytes if r.typed.bench else None
             if heap is not None:
                 seen.append(heap)
                 say(f"{name}: live heap at the load's start {heap / 1e6:.1f} MB")
@@ -267,16 +268,16 @@ def overrides(machine: dict[str, Any]) -> dict[str, Any]:
             for field, value in fields.items()}  # fmt: skip
 
 
-def predicted(cell: Cell, machine: dict[str, Any]) -> dict[str, Any]:
+def predicted(cell: Cell, machine: dict[str, Any]) -> Summary:
     """The model's summary of `cell` on the machine `machine` describes."""
     from simapf.sweeps.drawn_runs import run
     from simapf.scenario import load_scenario
 
-    return run(load_scenario(BASE, {**cell.overrides, **overrides(machine)})).summary
+    return run(load_scenario(BASE, {**cell.overrides, **overrides(machine)})).typed
 
 
 def check(rows: list[Measured], against: list[Measured], params: Any,
-          say=lambda _line: None) -> list[tuple[Measured, dict[str, Any]]]:  # fmt: skip
+          say=lambda _line: None) -> list[tuple[Measured, Summary]]:  # fmt: skip
     """Each cell group of `against` predicted on the machine fitted from `rows` without that
     group: (the cell as measured, the model's summary of it)."""
     out = []
@@ -285,9 +286,9 @@ def check(rows: list[Measured], against: list[Measured], params: Any,
         for m in (m for m in against if m.cell.group == group):
             summary = predicted(m.cell, machine)
             out.append((m, summary))
-            cores = summary["cpu"]["mean_cores"]
+            cores = summary.cpu.mean_cores
             say(f"{m.cell.name:42s} measured {m.cores:5.2f}  predicted {cores:5.2f}  {cores / m.cores - 1:+.0%}")
-    errors = [abs(s["cpu"]["mean_cores"] / m.cores - 1) for m, s in out if m.cores]
+    errors = [abs(s.cpu.mean_cores / m.cores - 1) for m, s in out if m.cores]
     say(f"median |error| {statistics.median(errors):.0%} over {len(errors)} cells")
     return out
 

@@ -17,6 +17,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simapf.calibrate.bench_cells import BASE, BENCH, cells, list_figures
 from simapf.calibrate.bench_machine import MACHINE
@@ -72,12 +73,12 @@ def predicted(cell_names: list[str]) -> dict[str, dict[str, float]]:
     by_name = {c.name: c for c in cells()}
     out = {}
     for name in cell_names:
-        summary = run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).summary
-        values = figure_values(summary)
-        values["scraped_peak_heap_inuse_bytes"] = summary["memory"]["scraped_peak_heap_inuse_bytes"]
+        summary = run(load_scenario(BASE, {**by_name[name].overrides, "apiserver.params_file": MACHINE.name})).typed
+        values: dict[str, Any] = figure_values(summary)
+        values["scraped_peak_heap_inuse_bytes"] = summary.memory.scraped_peak_heap_inuse_bytes
         lists = list_figures(summary)  # as bench_cells.figures reads a measurement
         if lists is not None:
-            values["list_mean_s"] = lists["mean_s"]
+            values["list_mean_s"] = lists.mean_s
         out[name] = values
     return out
 
@@ -179,9 +180,9 @@ def out_of_sample(first: dict[str, dict[str, list[float]]], repeat: Path = REPEA
     ratios: dict[str, list[float]] = {"peak_rss_bytes": [], "mean_cores": [], "list_mean_s": []}
     again = measured_cells(repeat)
     for m, summary in checked:
-        cores = summary["cpu"]["mean_cores"]
+        cores = summary.cpu.mean_cores
         lists = list_figures(summary)
-        latency = lists["mean_s"] if lists else None
+        latency = lists.mean_s if lists else None
         cpu_err = cores / m.cores - 1 if m.cores else None
         lat_err = latency / m.list_mean_s - 1 if latency is not None and m.list_mean_s else None
         if cpu_err is not None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simapf.calibrate.bench_cells import BASE, BENCH, cells
+from simapf.schema.summary import Summary
 from simapf.uncertainty.model_error import BENCH_SOURCE, Residual, regime_of, residual_ok
 
 # Each figure a residual is taken of: (kind, its name in a residual's id, the table it is
@@ -53,14 +54,14 @@ def digest() -> str:
     return h.hexdigest()
 
 
-def _figure_key(summary: dict[str, Any], kind: str) -> str | None:
+def _figure_key(summary: Summary, kind: str) -> str | None:
     """The headline figure (`simapf.uncertainty.figures`) of `kind` that the bench measures."""
     if kind == "memory":
         return "peak_rss_bytes"
     if kind == "cpu":
         return "mean_cores"
-    client = next((c for c in summary["clients"] if "list" in c.get("by_verb", {})), None)
-    return f"client_mean_s/{client['client']}/list" if client is not None else None
+    client = next((c for c in summary.clients if "list" in c.by_verb), None)
+    return f"client_mean_s/{client.client}/list" if client is not None else None
 
 
 def predictions(draws: Any, only: set[str] | None = None, say=lambda _line: None) -> list[Predicted]:
@@ -85,7 +86,7 @@ def predictions(draws: Any, only: set[str] | None = None, say=lambda _line: None
         if cell.group not in machines:
             machines[cell.group] = bench_machine.machine_without(cell.group, fitted_on, params)
         loaded = load_scenario(BASE, {**cell.overrides, **bench_machine.overrides(machines[cell.group])})
-        summary = run(loaded).summary
+        summary = run(loaded).typed
         rows = run_draw_tasks(draw_tasks(loaded, draws, {}))
         values, regime = figure_values(summary), regime_of(summary)
         for kind, what, table, column in FIGURES:

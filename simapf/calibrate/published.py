@@ -37,7 +37,7 @@ import pandas as pd
 
 from simapf.errors import ConfigError
 from simapf.simulation.observe import scraped_peak
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import validate
 from simapf.files import read_yaml
 
 VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibration" / "validation"

@@ -59,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simapf.errors import ConfigError
 from simapf.files import json_text, read_text, read_yaml
 from simapf.messages import describe
+from simapf.schema.summary import Summary
 
 KEP_WIDTH_IN = 8.0  # 800 px at 100 dpi: a KEP's figure width
 ROW_HEIGHT_IN = 3.0
@@ -266,15 +267,15 @@ def _time_axis(ax, duration_s: float) -> float:
     return 1.0
 
 
-def _draw_overlay(ax, o: Overlay, base: Path, summary: dict, how: str, div: float) -> None:
+def _draw_overlay(ax, o: Overlay, base: Path, summary: Summary, how: str, div: float) -> None:
     """Real measurements on a panel: GiB for memory panels, counters as rates for rate panels."""
     from simapf.outputs import overlay
 
     if o.align.event is not None:
-        if o.align.event >= len(summary["events"]):
+        if o.align.event >= len(summary.events):
             raise ConfigError(f"overlay {o.file}: align.event {o.align.event}: the scenario has "
-                              f"{len(summary['events'])} event(s)")  # fmt: skip
-        at_s = summary["events"][o.align.event]["at_s"]
+                              f"{len(summary.events)} event(s)")  # fmt: skip
+        at_s = summary.events[o.align.event].at_s
     else:
         at_s = o.align.at_s or 0.0
     measured = overlay.align(overlay.load_measured(base / o.file), o.align.measured_at_unix_s, at_s)
@@ -293,38 +294,38 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
 
     loaded = _scenario(fig_spec, base)
     result = run(loaded)
-    s = result.summary
+    s = result.typed
     fig, axes = _new_figure(len(fig_spec.metrics))
     div = 1.0
-    replicas = len(s["replicas"]) > 1
+    replicas = len(s.replicas) > 1
     for ax, key in zip(axes, fig_spec.metrics):
         metric, how, label = PANELS[key]
         if replicas and how in ("gib", "rate", "by_replica"):
-            div = _time_axis(ax, s["duration_s"])
+            div = _time_axis(ax, s.duration_s)
             _per_replica(ax, result, metric, how, div)
-            limit = s["memory"]["memory_limit_bytes"]
+            limit = s.memory.memory_limit_bytes
             if how == "gib" and limit:
                 ax.axhline(limit / 2**30, color=simapf.outputs.style.COLORS["limit"], ls="--", label="memory limit (each)")
         elif how == "by_replica":
             ax.text(0.5, 0.5, "one replica: every connection goes to it", transform=ax.transAxes, ha="center", color="grey")
         elif how == "gib":
             series = result.metric(metric)
-            div = _time_axis(ax, s["duration_s"])
+            div = _time_axis(ax, s.duration_s)
             ax.plot(series.index / div, series.to_numpy() / 2**30, color=simapf.outputs.style.COLORS["memory"], label=label)
-            limit = s["memory"]["memory_limit_bytes"]
+            limit = s.memory.memory_limit_bytes
             if limit:
                 ax.axhline(limit / 2**30, color=simapf.outputs.style.COLORS["limit"], ls="--", label="memory limit")
         elif how == "rate":
             series = result.metric(metric)
             t = series.index.to_numpy()
-            div = _time_axis(ax, s["duration_s"])
+            div = _time_axis(ax, s.duration_s)
             if len(t) > 1:
                 ax.plot(t[1:] / div, np.diff(series.to_numpy()) / np.diff(t), color=simapf.outputs.style.COLORS["cpu"], label=label)
         else:
             wide = result.rate(metric) if how == "rate_by_level" else result.wide(metric)
             busy = wide.max().sort_values(ascending=False)
             busy = list(busy[busy > 0].index[:6])
-            div = _time_axis(ax, s["duration_s"])
+            div = _time_axis(ax, s.duration_s)
             for level in busy:
                 ax.plot(wide.index / div, wide[level].to_numpy(), label=level)
             if not busy:
@@ -333,14 +334,14 @@ def draw_timeseries(fig_spec: TimeseriesFigure, base: Path):
         for o in fig_spec.overlay:
             if o.panel == key:
                 _draw_overlay(ax, o, base, s, how, div)
-        for e in s["events"]:
-            ax.axvspan(e["at_s"] / div, e["end_s"] / div, color="grey", alpha=0.15, lw=0)
+        for e in s.events:
+            ax.axvspan(e.at_s / div, e.end_s / div, color="grey", alpha=0.15, lw=0)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     for ax in axes[:-1]:
         ax.set_xlabel("")
-    fig.suptitle(fig_spec.title or f"{s['scenario_name']} (seed {s['seed']})")
-    return fig, [s["seed"]], 1
+    fig.suptitle(fig_spec.title or f"{s.scenario_name} (seed {s.seed})")
+    return fig, [s.seed], 1
 
 
 def _per_replica(ax, result, metric: str, how: str, div: float) -> None:

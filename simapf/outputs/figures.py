@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from simapf.files import json_text
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import Interval, validate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,13 +79,13 @@ def overview_figure(result: "Result") -> "Figure":
         return _overview(result)
 
 
-def _interval_band(ax, interval: dict | None, scale: float, what: str) -> None:
+def _interval_band(ax, interval: Interval | None, scale: float, what: str) -> None:
     """A run with --uncertainty: the figure's interval as a shaded band across the panel."""
-    if not interval or interval["lo"] is None or interval["hi"] is None:
+    if interval is None or interval.lo is None or interval.hi is None:
         return
-    only = "" if "lo" in interval["parts"]["model_error"] else ", parameters only"
-    ax.axhspan(interval["lo"] * scale, interval["hi"] * scale, color="#999999", alpha=0.2, linewidth=0,
-               label=f"{what}: {interval['level']:.0%} interval{only}")  # fmt: skip
+    only = ", parameters only" if interval.parameters_only else ""
+    ax.axhspan(interval.lo * scale, interval.hi * scale, color="#999999", alpha=0.2, linewidth=0,
+               label=f"{what}: {interval.level:.0%} interval{only}")  # fmt: skip
 
 
 def _overview(result: "Result") -> "Figure":
@@ -195,7 +195,7 @@ def _overview(result: "Result") -> "Figure":
         axes[0].annotate(e.kind, (e.at_s, 1.0), xycoords=("data", "axes fraction"),
                          fontsize="small", va="top", rotation=90)  # fmt: skip
     if summary.measured and summary.bench is not None:
-        fig.suptitle(f"{summary.scenario_name} (measured on kube-apiserver {summary.bench['versions']['kube-apiserver']}, "
+        fig.suptitle(f"{summary.scenario_name} (measured on kube-apiserver {summary.bench.versions['kube-apiserver']}, "
                      f"simapf {summary.simapf_version})")  # fmt: skip
     else:
         fig.suptitle(f"{summary.scenario_name} (seed {summary.seed}, simapf {summary.simapf_version})")

@@ -44,7 +44,7 @@ def write_run_files(result: Result, folder: Path, figure: bool = True) -> list[s
     if figure:
         from simapf.outputs.figures import overview_figure, save_figure
 
-        save_figure(overview_figure(result), tmp / "overview", result.summary.get("provenance"))
+        save_figure(overview_figure(result), tmp / "overview", result.typed.provenance)
     return sorted(p.name for p in tmp.iterdir())
 
 

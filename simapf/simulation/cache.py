@@ -458,7 +458,7 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
         got.cached = True
         # The build that makes these numbers now: the same sources (the key), maybe another commit.
         commit, dirty = git_state()
-        got.summary["provenance"].update(git_commit=commit, git_dirty=dirty)
+        got.summary.update(provenance={**got.typed.provenance, "git_commit": commit, "git_dirty": dirty})
         return got
     got = compute()
     tally.ran += 1
@@ -469,12 +469,18 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
 
 def _is_result(value: Any) -> bool:
     import pandas as pd
+    from pydantic import ValidationError
 
     from simapf.simulation.result import Result
 
-    return (isinstance(value, Result) and isinstance(value.summary, dict)
-            and isinstance(value.summary.get("provenance"), dict)
-            and all(isinstance(t, pd.DataFrame) for t in (value.series, value.latency, value.levels)))  # fmt: skip
+    if not (isinstance(value, Result) and isinstance(value.summary, dict)
+            and all(isinstance(t, pd.DataFrame) for t in (value.series, value.latency, value.levels))):  # fmt: skip
+        return False
+    try:
+        value.typed  # a summary this schema reads
+    except ValidationError:
+        return False
+    return True
 
 
 def entries_by_kind(cache: Cache) -> dict[str, tuple[int, int]]:

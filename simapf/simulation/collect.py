@@ -19,6 +19,7 @@ from simapf.simulation import recorded
 from simapf.simulation.observe import LABELS, RECORD_FIELDS, Recorder
 from simapf.provenance import provenance
 from simapf.simulation.result import Result
+from simapf.schema.summary import validate
 from simapf.scenario.load import LoadedScenario
 from simapf.scenario.schema import Scenario
 from simapf.server import sections
@@ -62,7 +63,8 @@ def collect(sim: Finished, wall_s: float) -> Result:
     client_latency = _client_latency_table(sim)
     summary = _summary(sim, snaps, latency, levels, wall_s, scenario, client_latency)
     # Every input of this run beyond what the model was ever compared with a measurement at.
-    summary["extrapolation"] = beyond(run_inputs(summary, scenario), load_checked_inputs())
+    inputs = run_inputs(validate({**summary, "extrapolation": []}), scenario)
+    summary["extrapolation"] = beyond(inputs, load_checked_inputs())
     return Result(summary, series, latency, levels, requests, scenario, client_latency, rec.histograms)
 
 
@@ -156,7 +158,7 @@ def _levels_table(snaps: Sequence[APIServerSnapshot]) -> pd.DataFrame:
 
 def _summary(sim: Finished, snaps: Sequence[APIServerSnapshot], latency: pd.DataFrame, levels: pd.DataFrame,
              wall_s: float, scenario: dict, client_latency: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
-    """The summary (simapf.simulation.summary_model), each section written by its owner."""
+    """The summary (simapf.schema.summary), each section written by its owner."""
     sc, rec, params = sim.scenario, sim.recorder, sim.server.params  # every replica's params
     duration, steady = sc.run.duration_s, sc.run.steady_from_s
     per_replica = recorded.cpu_by_replica(rec, duration, steady, params.cpu.procs)

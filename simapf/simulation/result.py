@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simapf.schema.summary import Summary, validate
+
 
 @dataclass
 class Result:
@@ -29,6 +31,12 @@ class Result:
     # Read back from the result cache (simapf.simulation.cache) rather than computed by this call; every
     # number, `summary["wall_s"]` included, is the run's as it was computed.
     cached: bool = field(default=False, compare=False)
+
+    @property
+    def typed(self) -> Summary:
+        """The summary as its model (simapf.schema.summary), validated from `summary` when asked
+        for, so that it is never older than the mapping that is written out."""
+        return validate(self.summary)
 
     @property
     def histograms(self) -> pd.DataFrame | None:

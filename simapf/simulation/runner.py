@@ -2,7 +2,7 @@
 
     from simapf import load_scenario, run
     result = run(load_scenario("scenarios/relist-storm.yaml"))
-    result.summary["memory"]["peak_rss_bytes"]; result.series; result.latency
+    result.typed.memory.peak_rss_bytes; result.series; result.latency
 
 `run` is deterministic: the same scenario and seed give the same summary and series, so a run
 already computed is read from the result cache (simapf.simulation.cache) instead.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from simapf.simulation.summary_model import Etcd, Section, validate
+from simapf.schema.summary import Etcd, Interval, NoModelErrorBand, Section, Summary, Uncertainty, validate
 
 MB = 1e6
 ERROR_OUTCOMES = ("rejected", "timed_out", "unavailable", "failed", "gone")  # see clientgo.CLIENT_OUTCOMES
@@ -28,7 +28,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines: list[str] = []
     add = lines.append
     if s.measured and s.bench is not None:
-        versions = s.bench["versions"]
+        versions = s.bench.versions
         add(f"simapf {s.simapf_version}: {s.scenario_name} ({s.source}), measured on "
             f"kube-apiserver {versions['kube-apiserver']} and etcd {versions['etcd']}: {s.duration_s:g} s of load "
             f"in {s.wall_s:.1f} wall s")  # fmt: skip
@@ -128,7 +128,7 @@ def format_summary(summary: dict[str, Any]) -> str:
                 f"until the next event: peak RSS {_mb(e.peak_rss_bytes_until_next_event)}"
                 + (f", {kills} OOM kill(s)" if kills else ""))  # fmt: skip
     if s.uncertainty is not None:
-        _uncertainty(summary, s.uncertainty, add)
+        _uncertainty(s, s.uncertainty, add)
     if s.extrapolation:
         add("")
         add("  beyond what the model was checked against (calibration and validation; docs/validation.md):")
@@ -187,26 +187,26 @@ _LABELS = {"peak_rss_bytes": "peak RSS", "scraped_peak_rss_bytes": "peak RSS, sc
            "oom_kills": "OOM kills", "rejected_share": "rejected (429) share"}
 
 
-def interval_text(kind: str, value: float, iv: dict[str, Any]) -> str:
+def interval_text(kind: str, value: float, iv: Interval) -> str:
     """`2,100 MB [1,400 MB-3,300 MB]`, with a dagger when the interval is the parameters' alone."""
     show = _SHOWN[kind]
-    lo, hi = (show(x) if x is not None else "?" for x in (iv["lo"], iv["hi"]))
-    dagger = "" if "lo" in iv["parts"]["model_error"] else "\u2020"
+    lo, hi = (show(x) if x is not None else "?" for x in (iv.lo, iv.hi))
+    dagger = "\u2020" if iv.parameters_only else ""
     return f"{show(value)} [{lo} to {hi}]{dagger}"
 
 
-def _uncertainty(s: dict[str, Any], u: dict[str, Any], add: Callable[[str], None]) -> None:
+def _uncertainty(s: Summary, u: Uncertainty, add: Callable[[str], None]) -> None:
     from simapf.uncertainty.intervals import figures_with_intervals
 
-    r = u["regime"]
+    r = u.regime
     add("")
-    add(f"  uncertainty: {u['level']:.0%} intervals from {u['draws']} parameter draws and the model's error where "
-        f"validated (regime: {r['path']} path, LISTs {r['size']}, {'overloaded' if r['overloaded'] else 'not overloaded'})")  # fmt: skip
+    add(f"  uncertainty: {u.level:.0%} intervals from {u.draws} parameter draws and the model's error where "
+        f"validated (regime: {r.path} path, LISTs {r.size}, {'overloaded' if r.overloaded else 'not overloaded'})")  # fmt: skip
     # The scalars one to a line; latencies a line per priority level or client and verb, p50 and
     # p99 (summary.json also has the mean and p90 with theirs).
     latency: dict[str, list[str]] = {}
     for fig, iv in figures_with_intervals(s):
-        text = interval_text(fig.kind, fig.holder[fig.field], iv)
+        text = interval_text(fig.kind, getattr(fig.holder, fig.field), iv)
         if fig.kind != "latency":
             add(f"  {_LABELS.get(fig.key, fig.key):<34} {text}")
         elif fig.field in ("p50_s", "p99_s"):
@@ -215,6 +215,6 @@ def _uncertainty(s: dict[str, Any], u: dict[str, Any], add: Callable[[str], None
             latency.setdefault(who, []).append(f"{fig.field[:-2]} {text}")
     for who, parts in latency.items():
         add(f"  {who:<34} {', '.join(parts)}")
-    missing = {k: b["none"] for k, b in u["model_error"].items() if "none" in b}
+    missing = {k: b.none for k, b in u.model_error.items() if isinstance(b, NoModelErrorBand)}
     for kind, why in missing.items():
         add(f"  \u2020 {kind}: parameter uncertainty only; the model's own error is not known here: {why}")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from simapf.version import __version__
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import validate
 from simapf.uncertainty.figures import figure_values
 
 # Outcomes as the apiserver model names them (simapf.server.runtime); always present, 0 if none.

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
+
+from simapf.schema.summary import Summary, typed
 
 NUMERIC = {
     "list_response_bytes": "a LIST response's mean size",
@@ -23,15 +25,16 @@ NUMERIC = {
 }
 
 
-def run_inputs(summary: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
+def run_inputs(summary: Summary | Mapping[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     """A run's inputs (see the module): numbers, its Kubernetes minor version and its features."""
-    by_path = (summary.get("lists") or {}).get("by_path") or {}
-    sizes = [v["bytes"] / v["requests"] for v in by_path.values() if v["requests"] and v["bytes"] > 0]
-    etcd = by_path.get("etcd", {}).get("bytes", 0.0)
-    duration = float(summary.get("duration_s") or scenario["run"]["duration_s"])
+    s = typed(summary)
+    by_path = s.lists.by_path if s.lists else {}
+    sizes = [v.bytes / v.requests for v in by_path.values() if v.requests and v.bytes > 0]
+    etcd = by_path["etcd"].bytes if "etcd" in by_path else 0.0
+    duration = float(s.duration_s or scenario["run"]["duration_s"])
     informers = sum(int(c.get("count", 1)) for c in scenario.get("clients", []) if c.get("kind") == "informer")
     used = features(scenario)
-    if (summary.get("etcd") or {}).get("members", 1) > 1:
+    if s.etcd.members > 1:
         used.add("several etcd members")  # ReadIndex rounds: the resolved deployment, however it was set
     return {
         "list_response_bytes": max(sizes, default=0.0),

@@ -7,14 +7,26 @@ speak for its error (`simapf.uncertainty.model_error`).
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple
+
+from simapf.schema.summary import Interval, Section, Summary, typed
 
 
 class Figure(NamedTuple):
     key: str  # its name: a sweep column, e.g. peak_rss_bytes or p99_s/global-default/list
     kind: str  # memory, cpu, rejected, latency, oom_kills
-    holder: dict[str, Any]  # the summary's mapping that holds it
+    holder: Section  # the summary's section that holds it
     field: str  # its field there; its interval goes beside it as <field>_interval
+    path: tuple[str | int, ...]  # where the holder stands in summary.json, e.g. ("clients", 2, "by_verb", "list")
+
+    @property
+    def value(self) -> float:
+        return float(getattr(self.holder, self.field))
+
+    @property
+    def interval(self) -> Interval | None:
+        """The interval `--uncertainty` put beside it, or None."""
+        return self.holder.interval(self.field)
 
 
 LATENCY_STATS = ("mean_s", "p50_s", "p90_s", "p99_s")
@@ -29,25 +41,27 @@ SCALARS = (
 )
 
 
-def headline_figures(summary: dict[str, Any]) -> Iterator[Figure]:
+def headline_figures(summary: Summary | Mapping[str, Any]) -> Iterator[Figure]:
     """Every headline figure of a run's summary (those present in it)."""
+    s = typed(summary)
     for section, field, key, kind in SCALARS:
-        holder = summary.get(section) or {}
-        if holder.get(field) is not None:
-            yield Figure(key, kind, holder, field)
-    for row in summary.get("latency", []):
+        holder = getattr(s, section)
+        if getattr(holder, field) is not None:
+            yield Figure(key, kind, holder, field, (section,))
+    for i, row in enumerate(s.latency):
         for stat in LATENCY_STATS:
-            if row.get(stat) is not None:
-                yield Figure(f"{stat}/{row['priority_level']}/{row['verb']}", "latency", row, stat)
-    for client in summary.get("clients", []):
-        for verb, row in client.get("by_verb", {}).items():
+            if getattr(row, stat) is not None:
+                yield Figure(f"{stat}/{row.priority_level}/{row.verb}", "latency", row, stat, ("latency", i))
+    for i, client in enumerate(s.clients):
+        for verb, by_verb in client.by_verb.items():
             for stat in LATENCY_STATS:
-                if row.get(stat) is not None:
-                    yield Figure(f"client_{stat}/{client['client']}/{verb}", "latency", row, stat)
+                if getattr(by_verb, stat) is not None:
+                    yield Figure(f"client_{stat}/{client.client}/{verb}", "latency", by_verb, stat,
+                                 ("clients", i, "by_verb", verb))  # fmt: skip
 
 
-def figure_values(summary: dict[str, Any]) -> dict[str, float]:
-    return {f.key: float(f.holder[f.field]) for f in headline_figures(summary)}
+def figure_values(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
+    return {f.key: f.value for f in headline_figures(summary)}
 
 
 def kind_of(key: str) -> str | None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from simapf.schema.summary import Interval as SummaryInterval, Summary, typed
 from simapf.uncertainty.draws import PRIOR_SD, ParameterDraws
 from simapf.uncertainty.figures import Figure, headline_figures
 from simapf.uncertainty.model_error import LEVEL, KINDS, Band, NoBand, Regime, band, load_pool, regime_of
@@ -127,17 +128,17 @@ def finite(x: Any) -> bool:
 def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | None = None,
            draws: ParameterDraws | None = None, level: float = LEVEL) -> dict[str, Any]:  # fmt: skip
     """Put every headline figure's interval beside it in `summary` (from the draws' `rows`), and
-    what they rest on under `summary["uncertainty"]`; returns the summary."""
+    what they rest on in its `uncertainty` section; returns the summary."""
     pool = load_pool() if pool is None else pool
-    regime = regime_of(summary)
+    s = typed(summary)
+    regime = regime_of(s)
     bands: dict[str, Band | NoBand] = {}
-    cores, memory = summary.get("cpu", {}).get("cores"), summary.get("memory", {}).get("memory_limit_bytes")
-    for fig in list(headline_figures(summary)):
+    for fig in list(headline_figures(s)):
         if fig.kind not in bands:
             bands[fig.kind] = band(pool, fig.kind, regime, level)
-        got = interval(float(fig.holder[fig.field]), (r.get(fig.key) for r in rows), bands[fig.kind], level,
-                       limit_of(fig.kind, cores, memory))  # fmt: skip
-        fig.holder[f"{fig.field}_interval"] = got.as_dict()
+        got = interval(fig.value, (r.get(fig.key) for r in rows), bands[fig.kind], level,
+                       limit_of(fig.kind, s.cpu.cores, s.memory.memory_limit_bytes))  # fmt: skip
+        _written_at(summary, fig.path)[f"{fig.field}_interval"] = got.as_dict()
     summary["uncertainty"] = {
         "draws": len(rows),
         "level": level,
@@ -148,10 +149,18 @@ def attach(summary: dict[str, Any], rows: list[dict[str, Any]], pool: list | Non
     return summary
 
 
-def figures_with_intervals(summary: dict[str, Any]) -> Iterator[tuple[Figure, dict[str, Any]]]:
+def _written_at(summary: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]:
+    """The mapping of summary.json at `path` (a Figure's), to write an interval into."""
+    holder: Any = summary
+    for step in path:
+        holder = holder[step]
+    return holder
+
+
+def figures_with_intervals(summary: Summary | Mapping[str, Any]) -> Iterator[tuple[Figure, SummaryInterval]]:
     """Each headline figure of a summary that has an interval, with it."""
     for fig in headline_figures(summary):
-        got = fig.holder.get(f"{fig.field}_interval")
+        got = fig.interval
         if got is not None:
             yield fig, got
 

@@ -21,11 +21,12 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from simapf.errors import ConfigError
+from simapf.schema.summary import Summary, typed
 
 POOL = Path(__file__).resolve().parents[1] / "calibration" / "model-error.json"
 LEVEL = 0.9
@@ -64,10 +65,11 @@ def regime(lists_by_path: dict[str, tuple[float, float]], rejected_share: float)
     return Regime(path, size_class(mean), rejected_share >= OVERLOADED)
 
 
-def regime_of(summary: dict[str, Any]) -> Regime:
+def regime_of(summary: Summary | Mapping[str, Any]) -> Regime:
     """A run's regime from its summary (`lists.by_path`, `requests.rejected_share`)."""
-    by_path = (summary.get("lists") or {}).get("by_path") or {}
-    return regime({p: (v["requests"], v["bytes"]) for p, v in by_path.items()}, summary["requests"]["rejected_share"])
+    s = typed(summary)
+    by_path = s.lists.by_path if s.lists else {}
+    return regime({p: (v.requests, v.bytes) for p, v in by_path.items()}, s.requests.rejected_share)
 
 
 def regime_of_row(row: dict[str, Any]) -> Regime:

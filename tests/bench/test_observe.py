@@ -15,7 +15,7 @@ from simapf.bench.observe import result
 from simapf.bench.plan import bench_plan
 from simapf.bench.sampler import Samples, parse_metrics
 from simapf.scenario import load_scenario
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import validate
 from simapf.simulation.summary_text import format_summary
 from simapf.uncertainty.figures import figure_values
 

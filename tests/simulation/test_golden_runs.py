@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import simapf
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = Path(__file__).resolve().parents[1] / "data" / "golden"

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import simapf
-from simapf.simulation.summary_model import validate
+from simapf.schema.summary import validate
 from simapf.uncertainty.coverage import beyond, covered, run_inputs
 from simapf.uncertainty.draws import PRIOR_SD, covariance, draw_parameters
 from simapf.uncertainty.figures import headline_figures, kind_of
@@ -113,18 +113,22 @@ def test_every_headline_figure_gets_its_interval_beside_it(tiny_summary):
     kinds = {f.kind for f in figures}
     assert kinds == {"memory", "cpu", "oom_kills", "rejected", "latency"}
     assert all(kind_of(f.key) == f.kind for f in figures)
-    rows = [{f.key: float(f.holder[f.field]) * k for f in figures} for k in (0.9, 1.1)]
+    rows = [{f.key: f.value * k for f in figures} for k in (0.9, 1.1)]
     pool = [_residual(i, 0.01 * i - 0.1, path="cache", size="under 1 MB") for i in range(25)]
     attach(summary, rows, pool=pool)
-    validate(summary)  # the intervals and the uncertainty section are the summary model's
-    for f in headline_figures(summary):
-        iv = f.holder[f"{f.field}_interval"]
-        assert iv["level"] == 0.9 and set(iv["parts"]) == {"parameters", "model_error"}
-        assert iv["parts"]["parameters"]["runs"] == 3
+    typed = validate(summary)  # the intervals and the uncertainty section are the summary model's
+    assert [f.key for f in headline_figures(typed)] == [f.key for f in figures]
+    for f in headline_figures(typed):
+        iv = f.interval
+        assert iv is not None and iv.level == 0.9 and iv.parts.parameters.runs == 3
+    # written where the figure stands in summary.json
     memory = summary["memory"]["peak_rss_bytes_interval"]
     assert memory["parts"]["model_error"]["rows"] == 25  # the tiny run lists from the cache
     assert memory["lo"] < summary["memory"]["peak_rss_bytes"] < memory["hi"]
     assert "none" in summary["cpu"]["mean_cores_interval"]["parts"]["model_error"]
+    assert typed.cpu.interval("mean_cores").parameters_only and not typed.memory.interval("peak_rss_bytes").parameters_only
+    client_p99 = next(f for f in figures if f.key.startswith("client_p99_s/"))
+    assert client_p99.path[0] == "clients" and "p99_s_interval" in summary["clients"][client_p99.path[1]]["by_verb"][client_p99.path[3]]
     assert summary["uncertainty"]["regime"] == {"path": "cache", "size": "under 1 MB", "overloaded": False}
     json.dumps(summary, allow_nan=False)  # strict JSON
 

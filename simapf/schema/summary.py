@@ -14,9 +14,44 @@ field's path.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class ModelErrorBand(BaseModel):
+    """How far measurements fell from predictions of one kind (simapf.uncertainty.model_error.Band)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    lo: float  # the residual quantiles
+    hi: float
+    level: float
+    rows: int
+    sources: int
+    regime: str
+    residual: str  # what a residual is: ln(predicted/measured) or predicted - measured
+
+
+class NoModelErrorBand(BaseModel):
+    """Why a kind of figure has no model-error band: its interval is the parameters' alone."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    none: str
+
+
+class ParameterSpread(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lo: float | None
+    hi: float | None
+    runs: int
+
+
+class IntervalParts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parameters: ParameterSpread
+    model_error: ModelErrorBand | NoModelErrorBand
 
 
 class Interval(BaseModel):
@@ -26,7 +61,12 @@ class Interval(BaseModel):
     lo: float | None
     hi: float | None
     level: float
-    parts: dict[str, Any]
+    parts: IntervalParts
+
+    @property
+    def parameters_only(self) -> bool:
+        """Whether the model's own error is unknown here, so the interval is the parameters' alone."""
+        return isinstance(self.parts.model_error, NoModelErrorBand)
 
 
 class Section(BaseModel):
@@ -38,25 +78,25 @@ class Section(BaseModel):
 
     @model_validator(mode="after")
     def _only_intervals_and_counts(self) -> Section:
-        for name, value in (self.model_extra or {}).items():
+        extra = self.__pydantic_extra__ or {}
+        for name, value in extra.items():
             field = name.removesuffix("_interval")
             if field != name and field in type(self).model_fields:
-                Interval.model_validate(value)
-            elif self.COUNTED_BY and name.startswith(self.COUNTED_BY + "_") and type(value) is int:
-                continue
-            else:
+                extra[name] = Interval.model_validate(value)
+            elif not self._is_count(name, value):
                 raise ValueError(f"unknown field {name!r}")
         return self
 
-    def interval(self, field: str) -> dict[str, Any] | None:
+    def interval(self, field: str) -> Interval | None:
         """The interval `--uncertainty` gave a figure (`<field>_interval`), or None."""
         return (self.model_extra or {}).get(field + "_interval")
 
     def counts(self) -> dict[str, int]:
         """The section's counts by what happened (`<COUNTED_BY>_<reason>`), in the order written."""
-        prefix = f"{self.COUNTED_BY}_"
-        return {k: v for k, v in (self.model_extra or {}).items() if self.COUNTED_BY and k.startswith(prefix)
-                and type(v) is int}  # fmt: skip
+        return {k: v for k, v in (self.model_extra or {}).items() if self._is_count(k, v)}
+
+    def _is_count(self, name: str, value: Any) -> bool:
+        return self.COUNTED_BY is not None and name.startswith(f"{self.COUNTED_BY}_") and type(value) is int
 
 
 class Memory(Section):
@@ -262,6 +302,57 @@ class LoadBalancer(Section):
     goaways: int
 
 
+class HeapProfile(Section):
+    file: str
+    at_s: float | None
+    rss_bytes: int | None
+
+
+class Bench(Section):
+    """What made a measured run (simapf.bench.observe.bench_record)."""
+
+    release: str
+    versions: dict[str, str]
+    server_version: str
+    kube_apiserver_flags: list[str]
+    kube_apiserver_env: dict[str, str]
+    gates: dict[str, bool]
+    cpu_quota_cores: float
+    etcd_cpu_quota_cores: float
+    machine: dict[str, Any]
+    base_rss_bytes: int
+    base_heap_live_bytes: float | None  # runtime/metrics' live heap at the first scrape
+    scrapes: int
+    scrape_errors: int
+    rss_samples: int
+    heap_profile: HeapProfile | None
+    notes: list[str]
+
+
+class Regime(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    size: str
+    overloaded: bool
+
+
+class DrawnParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prior_sd: float
+    drawn: list[str]
+
+
+class Uncertainty(BaseModel):
+    """What a run's intervals rest on (simapf.uncertainty.intervals.attach)."""
+
+    model_config = ConfigDict(extra="forbid")
+    draws: int
+    level: float
+    regime: Regime
+    parameters: DrawnParameters
+    model_error: dict[str, ModelErrorBand | NoModelErrorBand]  # by kind of figure
+
+
 class Summary(Section):
     simapf_version: str
     scenario_name: str
@@ -289,11 +380,17 @@ class Summary(Section):
     scenario: dict[str, Any]
     # A measured run's (simapf measure): that it was, and what made it.
     measured: bool = False
-    bench: dict[str, Any] | None = None
+    bench: Bench | None = None
     # `--uncertainty N`: what the intervals rest on.
-    uncertainty: dict[str, Any] | None = None
+    uncertainty: Uncertainty | None = None
 
 
-def validate(summary: dict[str, Any]) -> Summary:
+def validate(summary: Mapping[str, Any]) -> Summary:
     """The typed summary; pydantic's ValidationError names the path of a field that does not fit."""
     return Summary.model_validate(summary)
+
+
+def typed(summary: Summary | Mapping[str, Any]) -> Summary:
+    """`summary` as the model: itself if it is one, else validated. Readers take either, so a
+    caller holding the typed summary does not pay for validating it again."""
+    return summary if isinstance(summary, Summary) else validate(summary)

@@ -40,9 +40,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     if m.oom_killed:
         asking = f" asking for {_mb(m.oom_demand_bytes)}" if m.oom_demand_bytes is not None else ""
         notes.append(f"OOM-killed at {_mb(m.rss_at_oom_kill_bytes)}{asking}")
-    if m.steady_state_from_s is not None:
-        notes.append(f"steady state from {m.steady_state_from_s:g} s: {_mb(m.peak_rss_steady_bytes)}, "
-                     f"mean {_mb(m.mean_rss_steady_bytes)}")  # fmt: skip
+    notes.append(f"steady state from {m.steady_state_from_s:g} s: {_mb(m.peak_rss_steady_bytes)}, "
+                 f"mean {_mb(m.mean_rss_steady_bytes)}")  # fmt: skip
     notes_text = f" ({'; '.join(notes)})" if notes else ""
     rss = _with_interval(m, "peak_rss_bytes", "memory", _mb)
     add(f"  memory      peak RSS {rss}{notes_text}, peak Go heap {_mb(m.peak_heap_inuse_bytes)}")
@@ -79,8 +78,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         if not row.requests:
             continue
         reasons = ", ".join(f"{k[len('rejected_'):].replace('_', '-')} {v:,}" for k, v in row.counts().items() if v)
-        add(f"  {row.priority_level:<26} {row.requests:>10,} {row.rejected:>10,} "
-            f"{100 * (row.rejection_rate or 0.0):>6.2f} %   {reasons}")  # fmt: skip
+        # a measured run's level whose rate the bench could not read shows none, not 0 %
+        rate = f"{100 * row.rejection_rate:>6.2f} %" if row.rejection_rate is not None else f"{'-':>6}  "
+        add(f"  {row.priority_level:<26} {row.requests:>10,} {row.rejected:>10,} {rate}   {reasons}")
 
     if s.latency:
         add("")

@@ -119,6 +119,19 @@ def test_the_figures_are_read_as_the_docstring_says():
     assert "peak_rss_bytes" in figure_values(s) and "p99_s/global-default/list" in figure_values(s)
 
 
+def _level_row(text: str, level: str) -> str:
+    """The row of the summary text's priority-level table for `level`."""
+    return next(line for line in text.splitlines() if line.split()[:1] == [level] and line.split()[1].replace(",", "").isdigit())
+
+
+def test_a_level_whose_rejection_rate_is_unknown_shows_none_not_zero():
+    s = result(readings(), load_scenario(SMOKE)).summary
+    assert _level_row(format_summary(s), "global-default").split()[3:5] == [f"{100 * s['priority_levels'][0]['rejection_rate']:.2f}", "%"]
+    del s["priority_levels"][0]["rejection_rate"]  # as a level the bench could not read
+    row = _level_row(format_summary(s), "global-default")
+    assert "%" not in row and row.split()[3] == "-"
+
+
 def test_a_death_is_counted_as_a_simulated_one_is():
     deaths = [Death(5.0, "oom-killed", 700_000_000, restarted_at_s=9.0), Death(12.0, "oom-killed", 701_000_000)]
     s = result(readings(deaths), load_scenario(SMOKE)).summary

@@ -64,7 +64,7 @@ def list_experiment() -> tuple[float, int]:
     started = time.perf_counter()
     result = simapf.run(loaded)
     wall = time.perf_counter() - started
-    return wall, int(result.summary["requests"]["total"])
+    return wall, result.typed.requests.total
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ def main() -> None:
     started = time.perf_counter()
     result = simapf.run(loaded)
     wall = time.perf_counter() - started
-    total = result.summary["requests"]["total"]
+    total = result.typed.requests.total
     print(f"{total:,} requests in {duration:,.0f} simulated s, {wall:,.1f} wall s "
           f"({total / wall:,.0f} a wall second)")  # fmt: skip
     print(f"peak RSS of the process: {before:,.0f} MB after loading, {peak_rss_mb():,.0f} MB at the end")

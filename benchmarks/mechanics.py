@@ -77,7 +77,7 @@ def record_jobs() -> dict:
         "handler": [w for i, name, w in jobs if i == api and name == "_finish"],
         "writes": writes,
         "duration_s": float(loaded.scenario.run.duration_s),
-        "requests": int(result.summary["requests"]["total"]),
+        "requests": result.typed.requests.total,
     }  # fmt: skip
 
 

@@ -254,7 +254,8 @@ def measure_idle(replications: int = 2, say=print) -> dict[str, Any]:
     for name in IDLE_CELLS:
         m = measure(load_scenario(BASE, by_name[name].overrides), replications)
         for r in m.results:
-            heap = r.typed.bench.base_heap_live_bytes if r.typed.bench else None
+            bench = r.typed.bench
+            heap = bench.base_heap_live_bytes if bench is not None else None
             if heap is not None:
                 seen.append(heap)
                 say(f"{name}: live heap at the load's start {heap / 1e6:.1f} MB")

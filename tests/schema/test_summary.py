@@ -50,13 +50,18 @@ def test_a_field_the_schema_does_not_know_fails_with_its_path(written, path, val
     assert ".".join(str(p) for p in path[:-1]) in str(failed.value)
 
 
+def _models_in(annotation: object) -> list[type[pydantic.BaseModel]]:
+    """The models an annotation holds: itself, or inside an Optional, a list, a dict (two deep)."""
+    return [inner for arg in [annotation, *typing.get_args(annotation)] for inner in [arg, *typing.get_args(arg)]
+            if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel)]  # fmt: skip
+
+
 def _sections(model: type[pydantic.BaseModel], seen: set) -> None:
     seen.add(model)
     for field in model.model_fields.values():
-        for arg in [field.annotation, *getattr(field.annotation, "__args__", ())]:
-            for inner in [arg, *getattr(arg, "__args__", ())]:
-                if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel) and inner not in seen:
-                    _sections(inner, seen)
+        for inner in _models_in(field.annotation):
+            if inner not in seen:
+                _sections(inner, seen)
 
 
 def test_every_field_of_the_schema_is_documented():
@@ -83,10 +88,9 @@ def _section_fields() -> dict[str, set[str]]:
     """Each section of the summary by its name, with its fields' names."""
     out: dict[str, set[str]] = {}
     for name, info in Summary.model_fields.items():
-        model = next((a for a in typing.get_args(info.annotation) or (info.annotation,)
-                      for a in (typing.get_args(a) or (a,)) if isinstance(a, type) and issubclass(a, pydantic.BaseModel)), None)  # fmt: skip
-        if model is not None:
-            out[name] = set(model.model_fields)
+        models = _models_in(info.annotation)
+        if models:
+            out[name] = set(models[0].model_fields)
     return out
 
 

@@ -453,12 +453,13 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
     cache = active() if enabled and not user_policies(loaded.scenario) else None
     # The scenario's source (its file name) is in the summary: part of what is asked.
     k = key("result", {**run_identity(loaded), "source": loaded.source}) if cache is not None else ""
-    got = cache.get("result", k, _is_result) if cache is not None else MISS
+    checked: list[Any] = []  # the summary the entry's check validated, read once
+    got = cache.get("result", k, lambda value: _is_result(value, checked)) if cache is not None else MISS
     if got is not MISS:
         got.cached = True
         # The build that makes these numbers now: the same sources (the key), maybe another commit.
         commit, dirty = git_state()
-        got.summary.update(provenance={**got.typed.provenance, "git_commit": commit, "git_dirty": dirty})
+        got.summary.update(provenance={**checked[-1].provenance, "git_commit": commit, "git_dirty": dirty})
         return got
     got = compute()
     tally.ran += 1
@@ -467,7 +468,9 @@ def result(loaded: Any, compute: Callable[[], Any], enabled: bool = True) -> Any
     return got
 
 
-def _is_result(value: Any) -> bool:
+def _is_result(value: Any, checked: list[Any] | None = None) -> bool:
+    """Whether `value` is a Result whose summary this schema reads; the validated summary is
+    appended to `checked`."""
     import pandas as pd
     from pydantic import ValidationError
 
@@ -477,9 +480,11 @@ def _is_result(value: Any) -> bool:
             and all(isinstance(t, pd.DataFrame) for t in (value.series, value.latency, value.levels))):  # fmt: skip
         return False
     try:
-        value.typed  # a summary this schema reads
+        typed = value.typed  # a summary this schema reads
     except ValidationError:
         return False
+    if checked is not None:
+        checked.append(typed)
     return True
 
 

@@ -585,3 +585,13 @@ def test_a_bad_scheduler_address_is_refused_though_every_run_is_in_the_cache(cac
     result = CliRunner().invoke(main, [*args, "--dask", "tcp://127.0.0.1:9"])
     assert result.exit_code == 0
     assert result.stderr.splitlines()[-1].endswith("; the Dask scheduler at tcp://127.0.0.1:9 was not needed")
+
+
+def test_a_hit_validates_its_summary_once(cache_dir, monkeypatch):
+    loaded = simapf.load_scenario(TINY)
+    simapf.run(loaded)  # computed and kept
+    calls = []
+    real = simapf.simulation.result.validate
+    monkeypatch.setattr(simapf.simulation.result, "validate", lambda s: calls.append(1) or real(s))
+    got = simapf.run(loaded)
+    assert got.cached and len(calls) == 1

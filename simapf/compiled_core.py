@@ -40,7 +40,7 @@ MODULES = (
     "apf/estimators/serving.py", "apf/estimators/work.py", "apf/controller.py",
     "server/variation.py", "server/paths.py", "server/costs.py", "server/cpu.py", "server/etcd.py", "server/memory.py",
     "server/gc.py", "server/network.py", "server/watch_caches.py", "server/model.py", "server/runtime.py", "server/pool.py",
-    "workload/inventory.py", "workload/balancer.py", "workload/clientgo.py", "workload/cluster.py",
+    "workload/inventory.py", "workload/balancer.py", "workload/latencies.py", "workload/clientgo.py", "workload/cluster.py",
     "workload/instance.py", "workload/informer.py", "workload/clients.py",
     "simulation/histograms.py", "simulation/observe.py",
 )  # fmt: skip

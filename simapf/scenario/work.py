@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from simapf.errors import ConfigError
 from simapf.scenario.schema.base import MAX_INSTANCES
 from simapf.scenario.schema.inventory import MAX_OBJECTS
+from simapf.scenario.schema.scenario import EXACT_LATENCIES
 from simapf.scenario.schema.server import MAX_QUEUES_HELD
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ BYTES_PER_QUEUE = 1000.0
 SECONDS_PER_QUEUE = 1e-5
 BYTES_PER_SAMPLE = 500.0  # one value of one series at one scrape, until the run's tables are written
 SECONDS_PER_SAMPLE = 5e-6
-BYTES_PER_REQUEST = 16.0  # its latency, kept for the percentiles
+BYTES_PER_REQUEST = 16.0  # its latency, kept for the percentiles (up to EXACT_LATENCIES of a class)
 BYTES_PER_RECORD = 600.0  # run.request_records: one row per request
 SECONDS_PER_REQUEST = 2e-4
 BYTES_PER_RUN = 150e6  # the interpreter, the libraries and the model, before any of the above
@@ -70,6 +71,8 @@ class Work:
     requests: float  # what the rate-driven clients send (Scenario.expected_requests)
     records: bool  # run.request_records
     replicas: int
+    exact_latencies: bool = False  # run.exact_percentiles
+    latency_classes: int = 1  # request classes whose latencies are kept: about two per client (its, the server's)
 
     @property
     def instance_count(self) -> int:
@@ -77,10 +80,11 @@ class Work:
 
     def memory_bytes(self) -> float:
         instances = sum(n * BYTES_PER_INSTANCE.get(kind, BYTES_PER_OTHER_INSTANCE) for kind, n in self.instances.items())
-        per_request = BYTES_PER_REQUEST + (BYTES_PER_RECORD if self.records else 0.0)
+        # Past EXACT_LATENCIES of a class its latencies are a sketch of fixed size, unless asked exact.
+        timed = self.requests if self.exact_latencies else min(self.requests, EXACT_LATENCIES * self.latency_classes)
         return (BYTES_PER_RUN + instances + self.objects * BYTES_PER_OBJECT + self.namespaces * BYTES_PER_NAMESPACE
                 + self.replicas * self.queues * BYTES_PER_QUEUE + self.samples * BYTES_PER_SAMPLE
-                + self.requests * per_request)  # fmt: skip
+                + timed * BYTES_PER_REQUEST + (self.requests * BYTES_PER_RECORD if self.records else 0.0))  # fmt: skip
 
     def seconds(self) -> float:
         return (self.instance_count * SECONDS_PER_INSTANCE + self.objects * SECONDS_PER_OBJECT
@@ -130,6 +134,8 @@ def estimate(loaded: Any) -> Work:
         requests=sc.expected_requests(),
         records=sc.run.request_records,
         replicas=sc.apiserver.replicas,
+        exact_latencies=sc.run.exact_percentiles,
+        latency_classes=2 * max(1, len(sc.clients)),
     )
 
 

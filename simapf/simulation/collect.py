@@ -8,7 +8,6 @@ nothing of how it was made.
 from __future__ import annotations
 
 import math
-from array import array
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -29,6 +28,7 @@ from simapf.uncertainty.coverage import beyond, run_inputs
 from simapf.uncertainty.model_error import load_checked_inputs
 from simapf.workload.clientgo import CLIENT_OUTCOMES
 from simapf.workload.clients import ClientGroup
+from simapf.workload.latencies import Latencies, Sketch
 from simapf.workload.cluster import Cluster
 
 
@@ -75,14 +75,13 @@ def _nan_to_none(x: float) -> float | None:
 # ---------------------------------------------------------------------- tables
 
 
-def _latency_table(latencies: dict[tuple[str, str], array]) -> pd.DataFrame:
+def _latency_table(latencies: dict[tuple[str, str], Latencies]) -> pd.DataFrame:
     rows = []
     for (level, verb), values in sorted(latencies.items()):
-        a = np.frombuffer(values, dtype=np.float64)  # a view of the recorder's array, not a copy
-        p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
+        (p50, p90, p99), max_s, mean_s, _min_s = values.stats([50, 90, 99])
         rows.append({
-            "priority_level": level, "verb": verb, "count": int(a.size),
-            "p50_s": p50, "p90_s": p90, "p99_s": p99, "max_s": float(a.max()), "mean_s": float(a.mean()),
+            "priority_level": level, "verb": verb, "count": len(values),
+            "p50_s": p50, "p90_s": p90, "p99_s": p99, "max_s": max_s, "mean_s": mean_s,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=["priority_level", "verb", "count", "p50_s", "p90_s", "p99_s", "max_s", "mean_s"])
 
@@ -101,6 +100,12 @@ def p99_ok(latency_s: np.ndarray, ok: np.ndarray) -> float:
     return float(good[k - 1]) if 0 < k <= good.size else math.inf
 
 
+def _p99_ok_sketched(n: int, ok: Sketch | None) -> float:
+    """`p99_ok` of `n` requests whose successful ones' latencies are sketched in `ok`."""
+    k = math.ceil(0.99 * n)
+    return ok.order_statistics([k - 1])[0] if ok is not None and 0 < k <= ok.n else math.inf
+
+
 def _client_latency_table(sim: Finished) -> pd.DataFrame:
     """Per client and verb (a request class): its logical requests as the client saw them, each
     from the first attempt's call (token-bucket waits included) to the final response (429
@@ -110,19 +115,28 @@ def _client_latency_table(sim: Finished) -> pd.DataFrame:
     rows = []
     for g in sim.groups.values():
         for verb, log in sorted(g.stats.requests.items()):
-            lat = np.frombuffer(log.latency_s, dtype=np.float64)
-            outcome = np.frombuffer(log.outcome, dtype=np.uint8)
-            counts = np.bincount(outcome, minlength=len(CLIENT_OUTCOMES))
-            n = int(lat.size)
-            p50, p90, p95, p99 = (float(x) for x in np.percentile(lat, [50, 90, 95, 99]))
+            n = len(log)
+            if log.every is None:
+                lat = np.frombuffer(log.latency_s, dtype=np.float64)
+                outcome = np.frombuffer(log.outcome, dtype=np.uint8)
+                counts = [int(k) for k in np.bincount(outcome, minlength=len(CLIENT_OUTCOMES))]
+                p50, p90, p95, p99 = (float(x) for x in np.percentile(lat, [50, 90, 95, 99]))
+                max_s, mean_s, min_s = float(lat.max()), float(lat.mean()), float(lat.min())
+                ok_p99 = p99_ok(lat, outcome == 0)
+            else:  # sketched (simapf.workload.latencies): a long run's
+                every = log.every
+                counts = list(log.outcomes)
+                p50, p90, p95, p99 = every.percentiles([50, 90, 95, 99])
+                max_s, mean_s, min_s = every.hi, every.mean(), every.lo
+                ok_p99 = _p99_ok_sketched(n, log.ok)
             rows.append({
                 "client": g.spec.name, "verb": verb, "requests": n,
-                **{o: int(k) for o, k in zip(CLIENT_OUTCOMES, counts)},
+                **{o: k for o, k in zip(CLIENT_OUTCOMES, counts)},
                 "error_rate": float(1.0 - counts[0] / n), "p50_s": p50, "p90_s": p90, "p99_s": p99,
-                "max_s": float(lat.max()),
+                "max_s": max_s,
                 # What k6 prints for http_req_duration: avg, min, med, max, p(90), p(95).
-                "mean_s": float(lat.mean()), "min_s": float(lat.min()), "p95_s": p95,
-                "p99_ok_s": p99_ok(lat, outcome == 0),
+                "mean_s": mean_s, "min_s": min_s, "p95_s": p95,
+                "p99_ok_s": ok_p99,
             })  # fmt: skip
     return pd.DataFrame(rows, columns=CLIENT_LATENCY_COLUMNS)
 

@@ -7,8 +7,9 @@ level, `process_resident_memory_bytes`, `go_memstats_heap_inuse_bytes`,
 
 Latency is kept per (priority level, verb) as a typed array of the server-side latencies of
 successful requests (8 bytes each, no Python object per request): exact percentiles, no
-bucket error, read without a copy when the result is built. One record per request
-is opt-in (`run.request_records`).
+bucket error, read without a copy when the result is built; past `EXACT_UP_TO` of a class, a
+sketch of fixed size within 0.1 % (simapf.workload.latencies), unless the run asks for exact
+percentiles (`run.exact_percentiles`). One record per request is opt-in (`run.request_records`).
 
 Peaks come two ways. The true peaks of RSS and heap in use are the model's own
 (`MemoryModel.peak_rss`, followed at every change, an OOM kill's RSS included), kept per segment
@@ -25,7 +26,6 @@ restarts the peaks the model follows.
 
 from __future__ import annotations
 
-from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +35,7 @@ from simapf.apf.types import NS_PER_S, RequestAttributes
 from simapf.simulation.histograms import Histograms
 from simapf.server.runtime import FAILED, OK, REJECTED, ServerRequest, SimulatedAPIServer
 from simapf.workload.cluster import GONE, Death
+from simapf.workload.latencies import EXACT_UP_TO, Latencies
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,7 +68,7 @@ class ProcessReading(NamedTuple):
 
 class Recorder:
     def __init__(self, cluster: "Cluster", groups: list["ClientGroup"], keep_records: bool,
-                 steady_from_ns: int | None = None) -> None:  # fmt: skip
+                 steady_from_ns: int | None = None, exact_up_to: int | None = EXACT_UP_TO) -> None:  # fmt: skip
         self.cluster = cluster
         self.groups = groups
         self.keep_records = keep_records
@@ -75,7 +76,7 @@ class Recorder:
         self.metric: list[str] = []
         self.labels: list[tuple[str, ...]] = []
         self.value: list[float] = []
-        self.latencies: dict[tuple[str, str], array] = defaultdict(partial(array, "d"))
+        self.latencies: dict[tuple[str, str], Latencies] = defaultdict(partial(Latencies, exact_up_to))
         self.request_counts: dict[tuple[str, str], int] = defaultdict(int)  # (verb, code)
         # Successful LISTs (and WatchList's initial events) by serving path: [requests, bytes].
         self.lists_by_path: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])

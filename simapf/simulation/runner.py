@@ -32,6 +32,7 @@ from simapf.workload.cluster import Cluster
 from simapf.workload.events import EventRunner, install_crds
 from simapf.workload.instance import Context, stream
 from simapf.workload.inventory import Inventory
+from simapf.workload.latencies import EXACT_UP_TO
 
 
 class Simulation:
@@ -87,14 +88,17 @@ class Simulation:
         self.cluster = Cluster(env.clock, self.servers, self.inventory, self.balancer)
         self.ctx = Context(self.cluster, env.clock, seed, sc.kubernetes.feature_gates.WatchListClient)
         resolve = self.inventory.get
-        self.groups = {c.name: ClientGroup(c, self.ctx, resolve) for c in sc.clients}
+        # Latencies exact up to EXACT_UP_TO of a request class, sketched past that (memory flat in
+        # a run's length), or exact however many (simapf.workload.latencies).
+        exact_up_to = None if sc.run.exact_percentiles else EXACT_UP_TO
+        self.groups = {c.name: ClientGroup(c, self.ctx, resolve, exact_up_to) for c in sc.clients}
         self.recorder: Recorder | Dashboard
         if lean:
             self.recorder = Dashboard(self.cluster, list(self.groups.values()), sc.run.scrape_interval_s,
                                       steady_from_s=sc.run.steady_from_s)  # fmt: skip
         else:
             self.recorder = Recorder(self.cluster, list(self.groups.values()), sc.run.request_records,
-                                     steady_from_ns=_ns(sc.run.steady_from_s))  # fmt: skip
+                                     steady_from_ns=_ns(sc.run.steady_from_s), exact_up_to=exact_up_to)  # fmt: skip
             self.cluster.observers.append(self.recorder.completed)
         self.events = EventRunner(self.ctx, self.groups, estimators.events, loaded.event_apf,
                                   {g.name: g for g in sc.crds})  # fmt: skip

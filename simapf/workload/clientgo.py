@@ -31,6 +31,7 @@ from simapf.server.network import Link
 from simapf.server.runtime import FAILED, OK, REJECTED, UNAVAILABLE, ServerRequest
 from simapf.workload.balancer import Connection
 from simapf.workload.cluster import GONE, Cluster, Position
+from simapf.workload.latencies import EXACT_UP_TO, Sketch
 
 # How a logical request ended, as its client saw it. `rejected`: a 429 (other than an APF queue
 # time-out) after the retries ran out; `timed_out`: a 429 because it waited APF's queue wait limit
@@ -43,13 +44,45 @@ _TIMED_OUT: Final = 2
 
 class RequestLog:
     """The logical requests of one client and verb: latency (s) and outcome code (an index into
-    CLIENT_OUTCOMES), 9 bytes a request."""
+    CLIENT_OUTCOMES), 9 bytes a request up to `exact_up_to` of them (None: no limit); past that,
+    sketches of every latency and of the successful ones, and the outcomes' counts
+    (simapf.workload.latencies), of a fixed size."""
 
-    __slots__ = ("latency_s", "outcome")
+    __slots__ = ("latency_s", "outcome", "exact_up_to", "every", "ok", "outcomes")
 
-    def __init__(self) -> None:
+    def __init__(self, exact_up_to: int | None = EXACT_UP_TO) -> None:
         self.latency_s = array("d")
         self.outcome = array("B")
+        self.exact_up_to = exact_up_to
+        self.every: Sketch | None = None  # once sketched: every latency, and the successful ones
+        self.ok: Sketch | None = None
+        self.outcomes = [0] * len(CLIENT_OUTCOMES)  # by code, once sketched
+
+    def add(self, latency_s: float, code: int) -> None:
+        every = self.every
+        if every is not None:
+            every.add(latency_s)
+            self.outcomes[code] += 1
+            if code == 0 and self.ok is not None:
+                self.ok.add(latency_s)
+            return
+        self.latency_s.append(latency_s)
+        self.outcome.append(code)
+        if self.exact_up_to is not None and len(self.latency_s) >= self.exact_up_to:
+            self._sketch()
+
+    def _sketch(self) -> None:
+        every, ok = Sketch(), Sketch()
+        for x, code in zip(self.latency_s, self.outcome):
+            every.add(x)
+            self.outcomes[code] += 1
+            if code == 0:
+                ok.add(x)
+        self.every, self.ok = every, ok
+        self.latency_s, self.outcome = array("d"), array("B")
+
+    def __len__(self) -> int:
+        return self.every.n if self.every is not None else len(self.latency_s)
 
 
 class Attempts:
@@ -71,10 +104,11 @@ class Attempts:
 class ClientStats:
     """Counters of one client (all its instances)."""
 
-    __slots__ = ("attempts", "outcomes", "retries", "lists", "relists", "watch_breaks", "gone",
+    __slots__ = ("exact_up_to", "attempts", "outcomes", "retries", "lists", "relists", "watch_breaks", "gone",
                  "throttle_wait_ns", "runs", "run_durations_ns", "requests", "processing_ns", "by_verb")  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, exact_up_to: int | None = EXACT_UP_TO) -> None:
+        self.exact_up_to = exact_up_to  # each request log's exact latencies (RequestLog)
         self.attempts = 0
         self.outcomes: dict[str, int] = {}
         self.retries = 0
@@ -102,12 +136,11 @@ class ClientStats:
         """A logical request ended with `rec`, `latency_ns` after its first attempt was asked for."""
         log = self.requests.get(verb)
         if log is None:
-            log = self.requests[verb] = RequestLog()
-        log.latency_s.append(latency_ns / NS_PER_S)
+            log = self.requests[verb] = RequestLog(self.exact_up_to)
         if rec.outcome == REJECTED and rec.reason == TIME_OUT:
-            log.outcome.append(_TIMED_OUT)
+            log.add(latency_ns / NS_PER_S, _TIMED_OUT)
         else:
-            log.outcome.append(_OUTCOME_CODE.get(rec.outcome, 4))
+            log.add(latency_ns / NS_PER_S, _OUTCOME_CODE.get(rec.outcome, 4))
 
 
 def token_bucket(spec: RateLimit | None) -> "TokenBucket | None":

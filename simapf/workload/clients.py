@@ -22,6 +22,7 @@ from simapf.server.paths import Encoding
 from simapf.server.runtime import FAILED, OK, ServerRequest
 from simapf.workload.clientgo import Backoff, ClientStats, token_bucket
 from simapf.workload.informer import InformerInstance
+from simapf.workload.latencies import EXACT_UP_TO
 from simapf.workload.instance import (
     GAPS_AT_ONCE,
     Context,
@@ -366,10 +367,10 @@ INSTANCE_CLASSES = {
 class ClientGroup:
     """One scenario client: its instances, its counters, its ramp."""
 
-    def __init__(self, spec, ctx: Context, resolve_resource) -> None:
+    def __init__(self, spec, ctx: Context, resolve_resource, exact_up_to: int | None = EXACT_UP_TO) -> None:
         self.spec = spec
         self.ctx = ctx
-        self.stats = ClientStats()
+        self.stats = ClientStats(exact_up_to)  # latencies exact up to this many per verb (RequestLog)
         self.resource = resolve_resource
         self.instances: list[Instance] = []
         self.active_count = 0  # instances launched and not stopped (kept, not recounted: it is read at every scrape)
